@@ -1,0 +1,106 @@
+"""A single-node KRaft Apache Kafka broker run from the Maven Central jars in .lakeline/jars/kafka."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.procs import marked_env, ComponentError, free_port, port_open, wait_until
+
+LOG4J2 = """status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.apache.name = org.apache.kafka
+logger.apache.level = WARN
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = INFO
+"""
+
+
+@dataclass
+class BrokerProcess:
+    pid: int
+    port: int
+    controller_port: int
+    bootstrap: str
+    log: Path
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise ComponentError("kafka: `java` is not on PATH; install Java 17+ (infra/setup.sh does it on Debian).")
+    return java
+
+
+def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float = 90.0) -> BrokerProcess:
+    """Format a fresh KRaft log dir under `work_dir` and start the broker on free loopback ports."""
+    if not any(jars.glob("kafka_2.13-*.jar")):
+        raise ComponentError(f"kafka: no kafka_2.13 jar in {jars}; run `bash infra/setup.sh` to resolve the jars.")
+    java = _java()
+    port, controller_port = free_port(), free_port()
+    data = work_dir / "kafka-data"
+    shutil.rmtree(data, ignore_errors=True)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log = work_dir / "kafka.log"
+    log4j = work_dir / "kafka-log4j2.properties"
+    log4j.write_text(LOG4J2.format(log=log))
+    props = work_dir / "server.properties"
+    props.write_text("\n".join([
+        "process.roles=broker,controller",
+        "node.id=1",
+        f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        f"log.dirs={data}",
+        "num.partitions=4",
+        "auto.create.topics.enable=false",
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "share.coordinator.state.topic.replication.factor=1",
+        "share.coordinator.state.topic.min.isr=1",
+        "group.initial.rebalance.delay.ms=0",
+        "log.retention.hours=-1",
+        "",
+    ]))
+    classpath = f"{jars}/*"
+    base = [java, f"-Xmx{heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
+    cluster_id = subprocess.run(base + ["kafka.tools.StorageTool", "random-uuid"], check=True,
+                                capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    fmt = subprocess.run(base + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                         capture_output=True, text=True)
+    if fmt.returncode != 0:
+        raise ComponentError(f"kafka: formatting the KRaft log dir failed:\n{fmt.stderr or fmt.stdout}")
+    with open(work_dir / "kafka.stdout", "w") as out:
+        proc = subprocess.Popen(base + ["-Dlakeline.component=kafka", "kafka.Kafka", str(props)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=marked_env(str(work_dir)))
+    bootstrap = f"127.0.0.1:{port}"
+    wait_until(lambda: port_open(port) and broker_healthy(bootstrap), timeout, f"kafka broker on {bootstrap}",
+               alive=lambda: proc.poll() is None, log=work_dir / "kafka.stdout")
+    return BrokerProcess(pid=proc.pid, port=port, controller_port=controller_port, bootstrap=bootstrap, log=log)
+
+
+def broker_healthy(bootstrap: str) -> bool:
+    """True when the broker answers a metadata request."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import KafkaException
+
+    try:
+        meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+    except KafkaException:
+        return False
+    return bool(meta.brokers)

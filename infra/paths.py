@@ -1,0 +1,21 @@
+"""Where the repo keeps its ignored runtime state (.lakeline/)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def state_dir() -> Path:
+    """Root of ignored runtime state; LAKELINE_STATE_DIR overrides (tests use tmp dirs)."""
+    return Path(os.environ.get("LAKELINE_STATE_DIR", REPO_ROOT / ".lakeline")).resolve()
+
+
+def jars_dir(kind: str) -> Path:
+    """Resolved jars for `kind` ('spark' or 'kafka'); shared across stacks, so not under a per-stack dir."""
+    override = os.environ.get(f"LAKELINE_{kind.upper()}_JARS_DIR")
+    if override:
+        return Path(override).resolve()
+    return REPO_ROOT / ".lakeline" / "jars" / kind

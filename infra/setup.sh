@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Lakeline set-up: idempotent, fast when everything is already in place.
+#   1. checks python3 (3.11/3.12), java 17+, mvn — installs Java/Maven from Debian's packages if missing and root
+#   2. creates .venv/ and installs the locked Python dependencies (infra/requirements.lock) + this repo (editable)
+#   3. resolves the pinned JVM jars (infra/maven/*/pom.xml) into .lakeline/jars/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${LAKELINE_PYTHON:-python3}
+UV_VERSION=0.13.9
+
+log() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+command -v "$PY" >/dev/null || die "$PY not found: install Python 3.11 or 3.12 (or set LAKELINE_PYTHON)."
+"$PY" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 13) else 1)' \
+  || die "$PY is $("$PY" -V 2>&1); Lakeline needs Python 3.11 or 3.12 (set LAKELINE_PYTHON)."
+
+need_apt=()
+if ! command -v java >/dev/null || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
+  need_apt+=(openjdk-17-jdk-headless)
+fi
+command -v mvn >/dev/null || need_apt+=(maven)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "missing ${need_apt[*]}: install Java 17+ and Maven, then re-run."
+  log "installing ${need_apt[*]} from Debian's packages"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+STAMP=.venv/.lakeline-lock
+LOCK_HASH=$(cat infra/requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -x .venv/bin/python ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$LOCK_HASH" ]; then
+  log "venv: up to date (.venv)"
+else
+  [ -x .venv/bin/python ] || { log "venv: creating .venv"; "$PY" -m venv .venv; }
+  .venv/bin/python -m pip install -q "uv==$UV_VERSION"
+  log "venv: installing locked dependencies (first run takes a few minutes)"
+  .venv/bin/uv pip install -q --python .venv/bin/python -r infra/requirements.lock
+  .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+  echo "$LOCK_HASH" > "$STAMP"
+  log "venv: ready"
+fi
+
+.venv/bin/python infra/resolve_jars.py --python .venv/bin/python

@@ -1,0 +1,1 @@
+"""Lakeline ingestion: config, Spark session, sources, pure transforms, idempotent sinks, pipeline, reconcile."""

@@ -1,0 +1,224 @@
+"""Typed pipeline configuration, loaded from YAML under conf/ and validated with pydantic.
+
+The YAML says *what* (source topics, schema, sink table, trigger); *where* (endpoints, buckets, secrets) comes
+from ingest.settings. Every error names the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ingest.errors import ConfigError
+from ingest.settings import Settings
+
+FieldType = Literal["string", "int", "long", "double", "boolean", "timestamp", "date"]
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+)(ms|s|m))$")
+_SECRET_OPTION = re.compile(r"(password|jaas|secret|token|\.key$|keystore|truststore\.certificates)")
+RESERVED_PREFIX = "_"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SchemaField(_Strict):
+    name: str
+    type: FieldType
+    required: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"field name {value!r} must start with a letter and use letters, digits and _")
+        return value
+
+
+class RecordSchema(_Strict):
+    fields: Annotated[list[SchemaField], Field(min_length=1)]
+    # Records whose raw payload is larger than this go to the dead-letter table as 'oversize'.
+    max_record_bytes: Annotated[int, Field(gt=0)] = 1_048_576
+    # What to do with fields the schema does not declare. 'rescue' keeps them in the _rescued_data JSON column.
+    evolution: Literal["rescue"] = "rescue"
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "RecordSchema":
+        seen: set[str] = set()
+        for item in self.fields:
+            if item.name.lower() in seen:
+                raise ValueError(f"field {item.name!r} is declared twice")
+            seen.add(item.name.lower())
+        return self
+
+    def field(self, name: str) -> SchemaField | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+class KafkaSource(_Strict):
+    kind: Literal["kafka"]
+    topics: list[str] | None = None
+    topic_pattern: str | None = None
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
+    # Non-secret consumer properties (e.g. fetch.max.bytes). Security settings come from LAKELINE_KAFKA_OPT_*.
+    options: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _one_subscription(self) -> "KafkaSource":
+        if bool(self.topics) == bool(self.topic_pattern):
+            raise ValueError("set exactly one of 'topics' (a list) or 'topic_pattern' (a regex)")
+        for key in self.options:
+            if _SECRET_OPTION.search(key):
+                env = "LAKELINE_KAFKA_OPT_" + key.upper().replace(".", "_")
+                raise ValueError(f"option {key!r} is a secret and must not be in YAML; set {env} in the environment")
+        return self
+
+
+class KinesisSource(_Strict):
+    kind: Literal["kinesis"]
+    stream: str
+    starting_position: Literal["TRIM_HORIZON", "LATEST"] = "TRIM_HORIZON"
+    max_records_per_batch: Annotated[int, Field(gt=0)] = 100_000
+
+
+class Partitioning(_Strict):
+    column: str = "event_date"
+    source: str
+    transform: Literal["day", "identity"] = "day"
+
+
+class Sink(_Strict):
+    format: Literal["delta", "iceberg"]
+    table: str
+    # Iceberg namespace in the shared catalog; ignored for Delta.
+    namespace: str = "lakeline"
+    # Delta only: explicit table location. Default: <LAKELINE_WAREHOUSE>/delta/<table>.
+    location: str | None = None
+    partition: Partitioning | None = None
+    dead_letter_table: str | None = None
+
+    @field_validator("table", "namespace", "dead_letter_table")
+    @classmethod
+    def _valid_identifier(cls, value: str | None) -> str | None:
+        if value is not None and not _NAME.match(value):
+            raise ValueError(f"{value!r} must start with a letter and use letters, digits and _")
+        return value
+
+    @property
+    def dead_letters(self) -> str:
+        return self.dead_letter_table or f"{self.table}_dead_letters"
+
+
+class Checkpoint(_Strict):
+    # Default: <LAKELINE_WAREHOUSE>/_checkpoints/<pipeline>.
+    location: str | None = None
+
+
+class PipelineConfig(_Strict):
+    pipeline: str
+    source: Annotated[KafkaSource | KinesisSource, Field(discriminator="kind")]
+    record_schema: RecordSchema = Field(alias="schema")
+    sink: Sink
+    checkpoint: Checkpoint = Checkpoint()
+    trigger: str = "processing-time=5s"
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("pipeline")
+    @classmethod
+    def _valid_pipeline(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must start with a letter and use letters, digits and _")
+        return value
+
+    @field_validator("trigger")
+    @classmethod
+    def _valid_trigger(cls, value: str) -> str:
+        parse_trigger(value)
+        return value
+
+    @model_validator(mode="after")
+    def _partition_source_declared(self) -> "PipelineConfig":
+        part = self.sink.partition
+        if part is not None:
+            source = self.record_schema.field(part.source)
+            if source is None:
+                raise ValueError(f"sink.partition.source {part.source!r} is not a field in schema.fields")
+            if part.transform == "day" and source.type not in ("timestamp", "date"):
+                raise ValueError(f"sink.partition.transform 'day' needs a timestamp or date field; "
+                                 f"{part.source!r} is {source.type}")
+            if self.record_schema.field(part.column) is not None:
+                raise ValueError(f"sink.partition.column {part.column!r} clashes with a schema field; pick another name")
+        return self
+
+    # Resolved locations (need the environment's warehouse).
+    def delta_location(self, settings: Settings, table: str | None = None) -> str:
+        if table is None and self.sink.location:
+            return self.sink.location.rstrip("/")
+        warehouse = settings.require("warehouse", "LAKELINE_WAREHOUSE", "locate Delta tables")
+        return f"{warehouse}/delta/{table or self.sink.table}"
+
+    def iceberg_identifier(self, settings: Settings, table: str | None = None) -> str:
+        return f"{settings.iceberg_catalog_name}.{self.sink.namespace}.{table or self.sink.table}"
+
+    def checkpoint_location(self, settings: Settings) -> str:
+        if self.checkpoint.location:
+            return self.checkpoint.location.rstrip("/")
+        warehouse = settings.require("warehouse", "LAKELINE_WAREHOUSE", "locate the checkpoint")
+        return f"{warehouse}/_checkpoints/{self.pipeline}"
+
+
+def parse_trigger(value: str) -> tuple[str, float | None]:
+    """'available-now' -> ('available-now', None); 'processing-time=5s' -> ('processing-time', 5.0)."""
+    match = _TRIGGER.match(value.strip())
+    if not match:
+        raise ValueError(f"trigger {value!r} must be 'available-now' or 'processing-time=<N>ms|s|m' "
+                         f"(e.g. processing-time=5s)")
+    if match.group(1) == "available-now":
+        return "available-now", None
+    amount, unit = int(match.group(2)), match.group(3)
+    return "processing-time", amount / 1000 if unit == "ms" else amount * (60 if unit == "m" else 1)
+
+
+def _location(loc: tuple) -> str:
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in ("kafka", "kinesis"))]
+    return ".".join(parts) or "(top level)"
+
+
+def _hint(error: dict) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (typo?) — remove it or check the spelling against conf/README.md"
+    if kind == "missing":
+        return "required key is missing — add it"
+    if kind == "union_tag_invalid":
+        return "source.kind must be 'kafka' or 'kinesis'"
+    msg = error["msg"]
+    return msg.removeprefix("Value error, ")
+
+
+def load_pipeline(path: str | Path) -> PipelineConfig:
+    """Read and validate a pipeline YAML. Raises ConfigError listing every problem as `file: key: fix`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such pipeline file (pipelines live in conf/pipelines/).")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys (pipeline, source, schema, sink, ...), "
+                          f"got {type(data).__name__}")
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{path}: {_location(err['loc'])}: {_hint(err)}" for err in exc.errors()]
+        raise ConfigError("invalid pipeline config:\n  " + "\n  ".join(problems)) from None
