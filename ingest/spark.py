@@ -48,6 +48,8 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
                                 "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
+        # A JSON object with a repeated key must not fail the whole batch (poison pill); the last value wins.
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -85,6 +87,9 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
             f"{prefix}.jdbc.schema-version": "V1",
             # One AWS SDK (S3A's) for both formats: Iceberg writes through Hadoop FileIO over s3a://.
             f"{prefix}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+            # foreachBatch runs in a cloned session with its own catalog instance: without this, one session
+            # keeps serving a table snapshot another has moved past.
+            f"{prefix}.cache-enabled": "false",
         })
         if settings.warehouse:
             conf[f"{prefix}.warehouse"] = settings.warehouse

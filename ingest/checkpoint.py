@@ -1,0 +1,133 @@
+"""Reading a Structured Streaming checkpoint (offsets/ and commits/ logs), and deciding how to start a run so
+that the table's recorded offsets win over a missing, stale or foreign checkpoint.
+
+`plan_start` is pure; `read_checkpoint` and `move_aside` do the IO through HadoopFS.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Protocol
+
+from ingest.commits import CommitRecord, Offsets, offsets_from_json
+
+LINEAGE_FILE = "_lakeline/lineage"
+
+
+class FileOps(Protocol):
+    def exists(self, path: str) -> bool: ...
+    def list_names(self, path: str) -> list[str]: ...
+    def read_text(self, path: str) -> str: ...
+    def write_text(self, path: str, text: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    lineage: str | None
+    last_committed: int | None        # newest batch id in commits/
+    committed_end: Offsets            # source end offsets of that batch (from offsets/<id>)
+    last_planned: int | None          # newest batch id in offsets/ (== last_committed, or +1 when a batch is pending)
+    planned_end: Offsets
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    action: str                       # 'fresh' | 'resume' | 'rebuild'
+    reason: str
+    lineage: str
+    starting_offsets: Offsets | None  # for 'rebuild': where the new checkpoint starts (from the table)
+
+
+def parse_offset_file(text: str) -> Offsets:
+    """Spark offsets/<batch>: 'v1', batch metadata JSON, then one line per source. Lakeline runs one source."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        raise ValueError("not a Spark offset log entry")
+    return offsets_from_json(json.loads(lines[2]))
+
+
+def _batch_ids(names: list[str]) -> list[int]:
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def read_checkpoint(fs: FileOps, location: str) -> CheckpointState | None:
+    """The checkpoint's committed and planned positions; None if there is no checkpoint (or no offsets yet)."""
+    offsets = _batch_ids(fs.list_names(f"{location}/offsets"))
+    commits = _batch_ids(fs.list_names(f"{location}/commits"))
+    lineage = fs.read_text(f"{location}/{LINEAGE_FILE}").strip() if fs.exists(f"{location}/{LINEAGE_FILE}") else None
+    if not offsets:
+        return None
+    last_committed = commits[-1] if commits else None
+    committed_end = parse_offset_file(fs.read_text(f"{location}/offsets/{last_committed}")) \
+        if last_committed is not None and last_committed in offsets else {}
+    planned_end = parse_offset_file(fs.read_text(f"{location}/offsets/{offsets[-1]}"))
+    return CheckpointState(lineage, last_committed, committed_end, offsets[-1], planned_end)
+
+
+def plan_start(table: CommitRecord | None, checkpoint: CheckpointState | None,
+               new_lineage: str | None = None) -> StartPlan:
+    """Decide how to start so that nothing is skipped (and the offset filter removes any replayed record).
+
+    Keep the checkpoint only if, for every partition, the table's next offset lies between the checkpoint's
+    committed end and its planned end: then Spark replays at most the one pending batch, whose already-committed
+    records the sinks filter out. Otherwise (missing, stale, ahead, or foreign checkpoint) start a new checkpoint
+    lineage at the offsets recorded in the table.
+    """
+    fresh_lineage = new_lineage or uuid.uuid4().hex[:12]
+    if table is None and checkpoint is None:
+        return StartPlan("fresh", "no checkpoint and no commits in the table", fresh_lineage, None)
+    if table is None:
+        if checkpoint.last_committed is None and checkpoint.lineage:
+            return StartPlan("resume", "first batch was planned but never committed", checkpoint.lineage, None)
+        return StartPlan("rebuild", "checkpoint has committed batches but the table has no commits from this "
+                         "pipeline (table dropped or recreated?)", fresh_lineage, {})
+    if checkpoint is None:
+        return StartPlan("rebuild", "checkpoint missing; resuming from the offsets recorded in the table",
+                         fresh_lineage, dict(table.end))
+    if checkpoint.lineage is None:
+        return StartPlan("rebuild", "checkpoint was not written by Lakeline (no lineage file)", fresh_lineage,
+                         dict(table.end))
+    behind, ahead = [], []
+    for part in set(table.end) | set(checkpoint.committed_end) | set(checkpoint.planned_end):
+        recorded = table.end.get(part)
+        committed = checkpoint.committed_end.get(part)
+        planned = checkpoint.planned_end.get(part)
+        if recorded is None:
+            # The table holds nothing from this partition; a checkpoint past offset 0 there may have consumed
+            # records the table never got. Rebuilding is always safe (it starts that partition at earliest).
+            if committed:
+                ahead.append(part)
+            continue
+        if committed is not None and committed > recorded:
+            ahead.append(part)
+        elif planned is None or planned < recorded:
+            behind.append(part)
+    if ahead:
+        return StartPlan("rebuild", f"checkpoint is ahead of the table on {_fmt(ahead)} (table restored or "
+                         "rolled back?); restarting from the table's offsets", fresh_lineage, dict(table.end))
+    if behind:
+        return StartPlan("rebuild", f"checkpoint is behind the table on {_fmt(behind)} (stale checkpoint "
+                         "restore?); restarting from the table's offsets", fresh_lineage, dict(table.end))
+    return StartPlan("resume", "checkpoint agrees with the table", checkpoint.lineage, None)
+
+
+def _fmt(parts: list) -> str:
+    return ", ".join(f"{t}[{p}]" for t, p in sorted(parts)[:5]) + (" ..." if len(parts) > 5 else "")
+
+
+def move_aside(fs: FileOps, location: str) -> str | None:
+    """Rename an unusable checkpoint to <location>.replaced-<UTC time> (never deleted: kept for forensics)."""
+    if not fs.exists(location):
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = f"{location}.replaced-{stamp}-{uuid.uuid4().hex[:4]}"
+    fs.rename(location, target)
+    return target
+
+
+def write_lineage(fs: FileOps, location: str, lineage: str) -> None:
+    fs.write_text(f"{location}/{LINEAGE_FILE}", lineage + "\n")

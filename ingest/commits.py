@@ -1,0 +1,62 @@
+"""The commit record Lakeline writes into every table commit: which pipeline, which checkpoint lineage and batch,
+and the source offsets the table now holds. The table, not the Spark checkpoint, is the record of truth."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+COMMIT_KEY = "lakeline.commit"  # Iceberg snapshot-summary key; Delta keeps the JSON in commitInfo.userMetadata
+
+# (topic or stream, partition or shard) -> next offset to read (one past the last offset the table covers)
+Offsets = dict[tuple[str, int], int]
+
+
+def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, part), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(part)] = int(offset)
+    return out
+
+
+def offsets_from_json(data: dict[str, dict[str, int]]) -> Offsets:
+    return {(topic, int(part)): int(offset) for topic, parts in data.items() for part, offset in parts.items()}
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    pipeline: str
+    lineage: str
+    batch_id: int
+    # Per partition: the first offset this batch covered and the table's next offset after it.
+    start: Offsets
+    end: Offsets
+    rows: int
+    dead_letters: int
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "lakeline": 1, "pipeline": self.pipeline, "lineage": self.lineage, "batch_id": self.batch_id,
+            "start": offsets_to_json(self.start), "end": offsets_to_json(self.end),
+            "rows": self.rows, "dead_letters": self.dead_letters, **self.extra,
+        }, separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str | None) -> "CommitRecord | None":
+        """Parse a commit record; None if `text` is not one of ours (another writer's metadata, compaction)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(data, dict) or data.get("lakeline") != 1:
+            return None
+        known = {"lakeline", "pipeline", "lineage", "batch_id", "start", "end", "rows", "dead_letters"}
+        return CommitRecord(
+            pipeline=data["pipeline"], lineage=data["lineage"], batch_id=int(data["batch_id"]),
+            start=offsets_from_json(data["start"]), end=offsets_from_json(data["end"]),
+            rows=int(data["rows"]), dead_letters=int(data["dead_letters"]),
+            extra={k: v for k, v in data.items() if k not in known},
+        )

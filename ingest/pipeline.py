@@ -1,0 +1,317 @@
+"""The streaming pipeline: Kafka -> decode -> (table, dead-letter table), exactly once.
+
+Per micro-batch (foreachBatch): decode, drop records the tables already hold (offset filter against the offsets
+recorded in each table's commits), append dead letters then rows, each commit carrying the batch's offsets.
+At start: compare the Spark checkpoint with the table's recorded offsets and rebuild the checkpoint from the
+table when it is missing, stale, ahead or foreign (see ingest.checkpoint.plan_start and ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Callable
+
+from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint, write_lineage
+from ingest.commits import CommitRecord, Offsets
+from ingest.config import PipelineConfig, parse_trigger
+from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
+from ingest.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from ingest.sinks import TableSink
+
+COMMIT_ATTEMPTS = 6
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    rows: int = 0
+    dead_letters: int = 0
+    replayed: bool = False
+    seconds: float = 0.0
+
+
+@dataclass
+class RunSummary:
+    plan: StartPlan
+    batches: list[BatchReport] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(b.rows for b in self.batches)
+
+    @property
+    def dead_letters(self) -> int:
+        return sum(b.dead_letters for b in self.batches)
+
+
+def classify_commit_error(exc: BaseException) -> type[LakelineError] | None:
+    """Map a Delta/Iceberg commit failure onto the taxonomy (None: not a commit-outcome problem)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if "CommitStateUnknownException" in text:
+        return UnknownCommitOutcome
+    if any(name in text for name in ("CommitFailedException", "ConcurrentAppendException",
+                                     "ConcurrentTransactionException", "ConcurrentWriteException",
+                                     "ProtocolChangedException", "MetadataChangedException")):
+        return CommitConflict
+    return None
+
+
+class Pipeline:
+    """One pipeline run. Build with config + settings; `run()` blocks until the trigger ends or a stop signal."""
+
+    def __init__(self, config: PipelineConfig, settings: Settings, spark: "SparkSession | None" = None,
+                 trigger: str | None = None, echo: Callable[[str], None] = print):
+        if config.source.kind != "kafka":
+            raise ConfigError(f"pipeline {config.pipeline}: source.kind {config.source.kind!r} is not supported by "
+                              f"this build yet (Kafka only).")
+        self.config, self.settings = config, settings
+        self.trigger = parse_trigger(trigger or config.trigger)
+        self.echo = echo
+        self._spark = spark
+        self.summary: RunSummary | None = None
+        self._reports: dict[int, BatchReport] = {}
+        self._stop = threading.Event()
+        self.lineage = ""
+        self._main_end: Offsets = {}
+        self._dlq_end: Offsets = {}
+        self._last: CommitRecord | None = None
+
+    @property
+    def spark(self) -> "SparkSession":
+        if self._spark is None:
+            from ingest.spark import build_spark
+
+            self._spark = build_spark(self.settings, app_name=f"lakeline-{self.config.pipeline}")
+        return self._spark
+
+    # ---- start-up -------------------------------------------------------------------------------------------
+    def prepare(self) -> StartPlan:
+        from ingest.adapters.hadoop_fs import HadoopFS
+        from ingest.sinks import sinks_for
+
+        self.main, self.dead = sinks_for(self.spark, self.config, self.settings)
+        self.main.ensure()
+        self.dead.ensure()
+        self._last = self.main.last_commit()
+        dead_last = self.dead.last_commit()
+        self._main_end = dict(self._last.end) if self._last else {}
+        self._dlq_end = dict(dead_last.end) if dead_last else {}
+        fs = HadoopFS(self.spark)
+        location = self.config.checkpoint_location(self.settings)
+        plan = plan_start(self._last, read_checkpoint(fs, location))
+        if plan.action == "rebuild":
+            moved = move_aside(fs, location)
+            if moved:
+                self.echo(f"checkpoint moved aside to {moved}")
+        if plan.action in ("fresh", "rebuild"):
+            write_lineage(fs, location, plan.lineage)
+        self.lineage = plan.lineage
+        self.echo(f"[{self.config.pipeline}] start: {plan.action} ({plan.reason}); lineage {plan.lineage}")
+        self.summary = RunSummary(plan)
+        return plan
+
+    def _starting_offsets(self, plan: StartPlan) -> str:
+        import json
+
+        from ingest.adapters.kafka_admin import KafkaAdmin
+
+        if plan.starting_offsets is None:
+            return self.config.source.starting_offsets
+        admin = KafkaAdmin(self.settings)
+        topics = admin.resolve_topics(self.config.source.topics, self.config.source.topic_pattern)
+        spec: dict[str, dict[str, int]] = {}
+        for topic in topics:
+            for part in admin.partitions(topic):
+                # -2 = earliest: a partition the table has never seen is read from its beginning.
+                spec.setdefault(topic, {})[str(part)] = plan.starting_offsets.get((topic, part), -2)
+        return json.dumps(spec)
+
+    def _source(self, plan: StartPlan) -> "DataFrame":
+        from ingest.adapters.kafka_admin import client_config
+
+        src = self.config.source
+        reader = self.spark.readStream.format("kafka")
+        for key, value in {**client_config(self.settings), **src.options}.items():
+            reader = reader.option(f"kafka.{key}", value)
+        if src.topics:
+            reader = reader.option("subscribe", ",".join(src.topics))
+        else:
+            reader = reader.option("subscribePattern", src.topic_pattern)
+        reader = reader.option("startingOffsets", self._starting_offsets(plan)).option("failOnDataLoss", "true")
+        if src.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(src.max_offsets_per_trigger))
+        return reader.load()
+
+    # ---- per batch ------------------------------------------------------------------------------------------
+    def process_batch(self, batch: "DataFrame", batch_id: int) -> None:
+        """foreachBatch body. Idempotent: a replay of an already-committed batch writes nothing."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from ingest.transforms import dead_letter_rows, decode, is_new, kafka_coordinates, table_rows
+
+        started = time.monotonic()
+        report = BatchReport(batch_id)
+        self._reports[batch_id] = report
+        if self._last and self._last.lineage == self.lineage and self._last.batch_id >= batch_id:
+            report.replayed = True
+            report.seconds = time.monotonic() - started
+            return
+        decoded = decode(kafka_coordinates(batch), self.config.record_schema).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
+            cover = decoded.groupBy("_topic", "_kafka_partition").agg(
+                F.min("_offset").alias("first"), F.max("_offset").alias("last"),
+                F.sum((good & is_new(self._main_end)).cast("long")).alias("rows"),
+                F.sum((bad & is_new(self._dlq_end)).cast("long")).alias("dead"),
+            ).collect()
+            # The range each table newly covers starts where it left off (a replayed prefix is filtered out).
+            start = {(r["_topic"], r["_kafka_partition"]): max(r["first"], self._main_end.get(
+                (r["_topic"], r["_kafka_partition"]), 0)) for r in cover}
+            batch_end = {(r["_topic"], r["_kafka_partition"]): r["last"] + 1 for r in cover}
+            rows, dead = sum(r["rows"] for r in cover), sum(r["dead"] for r in cover)
+            ingested_at = F.lit(datetime.now(timezone.utc)).cast("timestamp")
+
+            if dead:
+                dlq_end = _advance(self._dlq_end, batch_end)
+                record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, dlq_end, 0, dead)
+                frame = dead_letter_rows(decoded, ingested_at).filter(is_new(self._dlq_end))
+                self._commit(self.dead, frame, record)
+                self._dlq_end = dlq_end
+            main_end = _advance(self._main_end, batch_end)
+            record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, main_end, rows, dead)
+            frame = table_rows(decoded, self.config, ingested_at).filter(is_new(self._main_end))
+            self._commit(self.main, frame, record)
+            self._main_end, self._last = main_end, record
+            report.rows, report.dead_letters = rows, dead
+        finally:
+            decoded.unpersist()
+        report.seconds = time.monotonic() - started
+
+    def _commit(self, sink: "TableSink", frame: "DataFrame", record: CommitRecord) -> None:
+        """Append with retries. A conflict is retried; an unknown outcome is reconciled against the table's own
+        commit records (if the record is there, the commit landed). Nothing is ever deleted here."""
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                sink.append(frame, record)
+                return
+            except Exception as exc:  # noqa: BLE001 - classified below; anything unknown is re-raised
+                kind = classify_commit_error(exc)
+                if kind is None:
+                    raise
+                landed = sink.last_commit()
+                if landed and (landed.lineage, landed.batch_id) == (record.lineage, record.batch_id):
+                    self.echo(f"  batch {record.batch_id}: commit outcome was unknown; the table has it, done")
+                    return
+                if attempt == COMMIT_ATTEMPTS:
+                    raise kind(f"{sink.display_name}: batch {record.batch_id} failed to commit after "
+                               f"{attempt} attempts: {exc}") from exc
+                delay = min(0.5 * 2 ** attempt, 8.0)
+                self.echo(f"  batch {record.batch_id}: {kind.__name__} on {sink.display_name}, retry {attempt} "
+                          f"in {delay:.1f}s")
+                time.sleep(delay)
+
+    # ---- run ------------------------------------------------------------------------------------------------
+    def start(self) -> "StreamingQuery":
+        plan = self.summary.plan if self.summary else self.prepare()
+        writer = (self._source(plan).writeStream.foreachBatch(self.process_batch)
+                  .option("checkpointLocation", self.config.checkpoint_location(self.settings))
+                  .queryName(f"lakeline-{self.config.pipeline}"))
+        kind, seconds = self.trigger
+        writer = writer.trigger(availableNow=True) if kind == "available-now" \
+            else writer.trigger(processingTime=f"{int(seconds * 1000)} milliseconds")
+        self._listener = _ProgressPrinter(self)
+        self.spark.streams.addListener(self._listener)
+        return writer.start()
+
+    def request_stop(self, *_args) -> None:
+        self._stop.set()
+
+    def run(self, install_signal_handlers: bool = True) -> RunSummary:
+        """Run until the available-now backlog is done, or until SIGTERM/SIGINT (then stop cleanly, exit 0)."""
+        previous = {}
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self.request_stop)
+        query = self.start()
+        try:
+            while query.isActive and not self._stop.is_set():
+                query.awaitTermination(0.5)
+            if self._stop.is_set() and query.isActive:
+                self.echo(f"[{self.config.pipeline}] stop requested: stopping after the current batch "
+                          f"(an interrupted batch is replayed idempotently on the next run)")
+                query.stop()
+            failure = query.exception()
+            if failure is not None:
+                raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
+        finally:
+            self.spark.streams.removeListener(self._listener)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self.summary.batches = [self._reports[k] for k in sorted(self._reports)]
+        return self.summary
+
+
+def _advance(previous: Offsets, batch_end: Offsets) -> Offsets:
+    merged = dict(previous)
+    for part, end in batch_end.items():
+        merged[part] = max(end, merged.get(part, 0))
+    return merged
+
+
+class _ProgressPrinter:
+    """StreamingQueryListener printing one line per batch: id, rows, dead letters, duration, lag."""
+
+    def __new__(cls, pipeline: Pipeline):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        class Printer(StreamingQueryListener):
+            def onQueryStarted(self, event):  # noqa: N802 - Spark's API
+                pass
+
+            def onQueryIdle(self, event):  # noqa: N802
+                pass
+
+            def onQueryTerminated(self, event):  # noqa: N802
+                pass
+
+            def onQueryProgress(self, event):  # noqa: N802
+                progress = event.progress
+                if progress.name != f"lakeline-{pipeline.config.pipeline}":
+                    return
+                report = pipeline._reports.get(progress.batchId)  # noqa: SLF001
+                if report is None:
+                    return
+                lag = _lag(progress)
+                state = "replayed, already in table" if report.replayed else \
+                    f"rows={report.rows} dead_letters={report.dead_letters}"
+                pipeline.echo(f"[{pipeline.config.pipeline}] batch {progress.batchId}: {state} "
+                              f"input={progress.numInputRows} took={report.seconds:.2f}s "
+                              f"lag={'?' if lag is None else lag}")
+
+        return Printer()
+
+
+def _lag(progress) -> int | None:
+    import json
+
+    try:
+        total = 0
+        for source in progress.sources:
+            end = json.loads(source.endOffset) if isinstance(source.endOffset, str) else source.endOffset
+            latest = json.loads(source.latestOffset) if isinstance(source.latestOffset, str) else source.latestOffset
+            for topic, parts in (latest or {}).items():
+                for part, offset in parts.items():
+                    total += max(0, int(offset) - int(end.get(topic, {}).get(part, offset)))
+        return total
+    except (TypeError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,153 @@
+"""`lakeline produce`: realistic sample order events (~200 bytes of JSON) with a controlled share of bad records
+of every kind the pipeline dead-letters. Records what it produced (per-partition offsets) for reconcile."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from ingest.adapters.kafka_admin import KafkaAdmin, client_config
+from ingest.config import PipelineConfig
+from ingest.errors import ConfigError, LakelineError
+from ingest.settings import Settings
+
+BAD_KINDS = ("malformed_json", "type_mismatch", "missing_required_field", "oversize", "invalid_utf8")
+STATUSES = ("created", "paid", "shipped", "delivered", "cancelled")
+CURRENCIES = ("EUR", "USD", "GBP", "JPY")
+COUNTRIES = ("DE", "FR", "US", "GB", "JP", "NL", "ES", "IT")
+
+
+@dataclass
+class ProduceResult:
+    topic: str
+    count: int
+    bad: dict[str, int] = field(default_factory=dict)
+    partitions: dict[int, list[int]] = field(default_factory=dict)  # partition -> [first offset, last offset]
+    seconds: float = 0.0
+
+    @property
+    def bad_total(self) -> int:
+        return sum(self.bad.values())
+
+    def to_json(self) -> dict:
+        return {"topic": self.topic, "count": self.count, "bad": self.bad, "bad_total": self.bad_total,
+                "partitions": {str(k): v for k, v in sorted(self.partitions.items())},
+                "seconds": round(self.seconds, 3)}
+
+
+def good_event(rng: random.Random, base: datetime) -> dict:
+    event_time = base - timedelta(seconds=rng.randint(0, 2 * 86400))
+    return {
+        "event_id": str(uuid.UUID(int=rng.getrandbits(128))),
+        "event_time": event_time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{event_time.microsecond // 1000:03d}Z",
+        "customer_id": f"c-{rng.randint(1, 50_000):06d}",
+        "order_id": f"o-{rng.getrandbits(40):012x}",
+        "status": rng.choice(STATUSES),
+        "amount": round(rng.uniform(1, 500), 2),
+        "currency": rng.choice(CURRENCIES),
+        "items": rng.randint(1, 9),
+        "country": rng.choice(COUNTRIES),
+    }
+
+
+def bad_payload(kind: str, event: dict, max_bytes: int) -> bytes:
+    if kind == "malformed_json":
+        return json.dumps(event).encode()[:-7]
+    if kind == "type_mismatch":
+        return json.dumps({**event, "amount": "twelve euros"}).encode()
+    if kind == "missing_required_field":
+        return json.dumps({k: v for k, v in event.items() if k != "order_id"}).encode()
+    if kind == "oversize":
+        return json.dumps({**event, "note": "x" * (max_bytes + 1)}).encode()
+    if kind == "invalid_utf8":
+        return json.dumps(event).encode().replace(b'"status"', b'"st\xc3\x28tus"')
+    raise ValueError(kind)
+
+
+def source_topic(config: PipelineConfig) -> str:
+    if config.source.kind != "kafka" or not config.source.topics:
+        raise ConfigError(f"pipeline {config.pipeline}: `produce` needs a Kafka source with explicit source.topics")
+    return config.source.topics[0]
+
+
+def produce(config: PipelineConfig, settings: Settings, count: int, rate: float | None = None,
+            bad_ratio: float = 0.0, seed: int | None = None, partitions: int = 4, echo=print,
+            record_dir: Path | None = None) -> ProduceResult:
+    """Send `count` events to the pipeline's first topic (created with `partitions` if missing)."""
+    from confluent_kafka import KafkaException, Producer
+
+    if count < 0 or not 0.0 <= bad_ratio <= 1.0:
+        raise ConfigError("--count must be >= 0 and --bad-ratio between 0 and 1")
+    topic = source_topic(config)
+    if KafkaAdmin(settings).ensure_topic(topic, partitions):
+        echo(f"created topic {topic} ({partitions} partitions)")
+    rng = random.Random(seed)
+    base = datetime.now(timezone.utc).replace(microsecond=0)
+    producer = Producer({**client_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "enable.idempotence": True, "acks": "all"})
+    result = ProduceResult(topic, count)
+    errors: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+            return
+        span = result.partitions.setdefault(msg.partition(), [msg.offset(), msg.offset()])
+        span[0], span[1] = min(span[0], msg.offset()), max(span[1], msg.offset())
+
+    started = time.monotonic()
+    next_report = started + 5
+    max_bytes = config.record_schema.max_record_bytes
+    for i in range(count):
+        event = good_event(rng, base)
+        if bad_ratio and rng.random() < bad_ratio:
+            kind = BAD_KINDS[sum(result.bad.values()) % len(BAD_KINDS)]
+            result.bad[kind] = result.bad.get(kind, 0) + 1
+            payload = bad_payload(kind, event, max_bytes)
+        else:
+            if rng.random() < 0.02:
+                event["coupon"] = f"SAVE{rng.randint(5, 30)}"  # undeclared field -> _rescued_data
+            payload = json.dumps(event, separators=(",", ":")).encode()
+        while True:
+            try:
+                producer.produce(topic, value=payload, key=event["customer_id"].encode(), on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        if rate:
+            ahead = (i + 1) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+        if time.monotonic() >= next_report:
+            echo(f"  produced {i + 1}/{count} ({(i + 1) / (time.monotonic() - started):,.0f} msg/s)")
+            next_report += 5
+    remaining = producer.flush(60)
+    result.seconds = time.monotonic() - started
+    if remaining or errors:
+        raise LakelineError(f"produce: {remaining} messages undelivered, {len(errors)} delivery errors "
+                            f"(first: {errors[:1]}); nothing is recorded as produced for them")
+    _record(result, record_dir or _default_record_dir())
+    try:
+        producer.close() if hasattr(producer, "close") else None
+    except KafkaException:
+        pass
+    return result
+
+
+def _default_record_dir() -> Path:
+    from infra.paths import state_dir
+
+    return state_dir() / "produced"
+
+
+def _record(result: ProduceResult, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    line = {"at": datetime.now(timezone.utc).isoformat(), **result.to_json()}
+    with open(directory / f"{result.topic}.jsonl", "a") as out:
+        out.write(json.dumps(line) + "\n")

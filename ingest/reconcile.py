@@ -1,0 +1,139 @@
+"""`lakeline reconcile`: the exactly-once audit. Every offset in the source's retained range must appear exactly
+once across the table and the dead-letter table, and the committed offset ranges must chain without gaps or
+overlaps."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from ingest.adapters.kafka_admin import KafkaAdmin
+from ingest.config import PipelineConfig
+from ingest.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SAMPLE = 20
+
+
+@dataclass
+class ReconcileReport:
+    pipeline: str
+    produced: int
+    rows: int
+    dead_letters: int
+    duplicates: int
+    missing: int
+    out_of_range: int
+    dead_letters_by_reason: dict[str, int]
+    missing_sample: list[dict] = field(default_factory=list)
+    duplicate_sample: list[dict] = field(default_factory=list)
+    per_partition: list[dict] = field(default_factory=list)
+    commits: int = 0
+    ranges_contiguous: bool = True
+    ranges_non_overlapping: bool = True
+    range_problems: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return self.duplicates == 0 and self.missing == 0
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "exact": self.exact}
+
+
+def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession") -> ReconcileReport:
+    from pyspark.sql import functions as F
+
+    from ingest.sinks import sinks_for
+
+    admin = KafkaAdmin(settings)
+    topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
+    ranges = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
+    main, dead = sinks_for(spark, config, settings)
+    table = main.read().select("_topic", "_kafka_partition", "_offset")
+    letters = dead.read()
+    coords = table.unionByName(letters.select("_topic", "_kafka_partition", "_offset")).cache()
+    try:
+        rows, dead_letters = table.count(), letters.count()
+        by_reason = {r["_error"]: r["count"] for r in letters.groupBy("_error").count().collect()}
+        dup_rows = coords.groupBy(*coords.columns).count().filter("count > 1")
+        duplicates = dup_rows.agg(F.coalesce(F.sum(F.col("count") - 1), F.lit(0))).first()[0]
+        dup_sample = [r.asDict() for r in dup_rows.limit(SAMPLE).collect()]
+
+        expected = None
+        for (topic, part), (low, high) in ranges.items():
+            span = spark.range(low, high).select(F.lit(topic).alias("_topic"), F.lit(part).cast("int")
+                                                 .alias("_kafka_partition"), F.col("id").alias("_offset"))
+            expected = span if expected is None else expected.unionByName(span)
+        produced = sum(high - low for low, high in ranges.values())
+        if expected is None:
+            missing, missing_sample = 0, []
+        else:
+            absent = expected.join(coords, ["_topic", "_kafka_partition", "_offset"], "left_anti").cache()
+            missing = absent.count()
+            missing_sample = [r.asDict() for r in absent.orderBy("_topic", "_kafka_partition", "_offset")
+                              .limit(SAMPLE).collect()]
+            absent.unpersist()
+        in_range = F.lit(False)
+        for (topic, part), (low, high) in ranges.items():
+            in_range = in_range | ((F.col("_topic") == topic) & (F.col("_kafka_partition") == part)
+                                   & F.col("_offset").between(low, high - 1))
+        out_of_range = coords.filter(~in_range).count()
+        held = {(r["_topic"], r["_kafka_partition"]): r["count"] for r in coords.groupBy("_topic", "_kafka_partition")
+                .count().collect()}
+        per_partition = [{"topic": t, "partition": p, "low": low, "high": high, "produced": high - low,
+                          "landed": held.get((t, p), 0)} for (t, p), (low, high) in sorted(ranges.items())]
+    finally:
+        coords.unpersist()
+
+    commits = main.commits()
+    contiguous, non_overlapping, problems = check_ranges(commits, {k: v[0] for k, v in ranges.items()})
+    return ReconcileReport(config.pipeline, produced, rows, dead_letters, int(duplicates), missing, out_of_range,
+                           by_reason, missing_sample, dup_sample, per_partition, len(commits), contiguous,
+                           non_overlapping, problems)
+
+
+def check_ranges(commits, low_watermarks: dict) -> tuple[bool, bool, list[str]]:
+    """Each commit covers [start, end) per partition; consecutive commits must chain exactly."""
+    contiguous, non_overlapping, problems = True, True, []
+    previous_end: dict = {}
+    for record in commits:
+        for part, start in record.start.items():
+            end = record.end.get(part, start)
+            if part in previous_end:
+                expected_start = previous_end[part]
+            else:
+                expected_start = low_watermarks.get(part, start)
+            if start > expected_start:
+                contiguous = False
+                problems.append(f"gap on {part[0]}[{part[1]}]: batch {record.batch_id} starts at {start}, "
+                                f"previous commit ended at {expected_start}")
+            elif start < expected_start and part in previous_end:
+                non_overlapping = False
+                problems.append(f"overlap on {part[0]}[{part[1]}]: batch {record.batch_id} starts at {start}, "
+                                f"previous commit ended at {expected_start}")
+            previous_end[part] = max(end, previous_end.get(part, end))
+    return contiguous, non_overlapping, problems[:SAMPLE]
+
+
+def format_report(report: ReconcileReport) -> str:
+    verdict = "EXACT" if report.exact else "NOT EXACT"
+    lines = [
+        f"reconcile {report.pipeline}: {verdict}",
+        f"  produced      {report.produced:>12,}",
+        f"  rows          {report.rows:>12,}",
+        f"  dead_letters  {report.dead_letters:>12,}  {report.dead_letters_by_reason}",
+        f"  duplicates    {report.duplicates:>12,}",
+        f"  missing       {report.missing:>12,}",
+        f"  out_of_range  {report.out_of_range:>12,}  (landed offsets no longer in the topic's retained range)",
+        f"  commits       {report.commits:>12,}  contiguous={report.ranges_contiguous} "
+        f"non_overlapping={report.ranges_non_overlapping}",
+    ]
+    lines += [f"  ! {p}" for p in report.range_problems]
+    if report.missing_sample:
+        lines.append(f"  first missing: {report.missing_sample[:5]}")
+    if report.duplicate_sample:
+        lines.append(f"  first duplicates: {report.duplicate_sample[:5]}")
+    return "\n".join(lines)

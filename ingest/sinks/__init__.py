@@ -1,0 +1,60 @@
+"""Table sinks: idempotent appends that carry Lakeline's commit record (offsets in the table's own commits)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from ingest.commits import CommitRecord
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from ingest.config import PipelineConfig
+    from ingest.settings import Settings
+
+
+class TableSink(Protocol):
+    """One table (Delta or Iceberg) written by one pipeline."""
+
+    display_name: str
+
+    def ensure(self) -> None:
+        """Create the table if it does not exist (schema and partitioning from config)."""
+
+    def commits(self) -> list[CommitRecord]:
+        """This pipeline's commit records, oldest first (commits by others, e.g. compaction, are skipped)."""
+
+    def last_commit(self) -> CommitRecord | None:
+        """This pipeline's newest commit record on the table's current lineage of versions/snapshots."""
+
+    def append(self, frame: "DataFrame", record: CommitRecord) -> None:
+        """Append `frame` atomically with `record` in the same commit; a replay of the same
+        (lineage, batch) must be a no-op."""
+
+    def read(self) -> "DataFrame":
+        """The table's current rows."""
+
+
+def sinks_for(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") -> tuple[TableSink, TableSink]:
+    """(main table, dead-letter table) for the pipeline's sink format."""
+    from ingest.transforms import DEAD_LETTER_SCHEMA, table_schema
+
+    partition = [config.sink.partition.column] if config.sink.partition else []
+    if config.sink.format == "delta":
+        from ingest.sinks.delta import DeltaSink
+
+        return (DeltaSink(spark, config.delta_location(settings), table_schema(config), partition, config.pipeline),
+                DeltaSink(spark, config.delta_location(settings, config.sink.dead_letters), DEAD_LETTER_SCHEMA,
+                          [], config.pipeline))
+    from ingest.sinks.iceberg import IcebergSink
+
+    return (IcebergSink(spark, config.iceberg_identifier(settings), table_schema(config), partition,
+                        config.pipeline),
+            IcebergSink(spark, config.iceberg_identifier(settings, config.sink.dead_letters), DEAD_LETTER_SCHEMA,
+                        [], config.pipeline))
+
+
+def ddl_columns(schema: "StructType") -> str:
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                     for f in schema.fields)

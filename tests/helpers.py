@@ -1,0 +1,45 @@
+"""Test helpers: pipeline YAML builders with unique names, so tests never share topics, tables or checkpoints."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import yaml
+
+BASE_SCHEMA = {
+    "fields": [
+        {"name": "event_id", "type": "string", "required": True},
+        {"name": "event_time", "type": "timestamp", "required": True},
+        {"name": "customer_id", "type": "string", "required": True},
+        {"name": "order_id", "type": "string", "required": True},
+        {"name": "status", "type": "string"},
+        {"name": "amount", "type": "double", "required": True},
+        {"name": "currency", "type": "string"},
+        {"name": "items", "type": "int"},
+        {"name": "country", "type": "string"},
+    ],
+    "max_record_bytes": 4096,
+}
+
+
+def pipeline_dict(fmt: str, name: str | None = None, topic: str | None = None, **overrides) -> dict:
+    name = name or f"t_{fmt}_{uuid.uuid4().hex[:8]}"
+    data = {
+        "pipeline": name,
+        "source": {"kind": "kafka", "topics": [topic or name], "starting_offsets": "earliest",
+                   "max_offsets_per_trigger": 5000},
+        "schema": BASE_SCHEMA,
+        "sink": {"format": fmt, "table": name, "namespace": "tests",
+                 "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
+        "trigger": "processing-time=1s",
+    }
+    for key, value in overrides.items():
+        data[key] = value
+    return data
+
+
+def write_pipeline(directory: Path, data: dict) -> Path:
+    path = directory / f"{data['pipeline']}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

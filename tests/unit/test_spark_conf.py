@@ -1,0 +1,43 @@
+import pytest
+
+from ingest.errors import ConfigError
+from ingest.settings import Settings
+from ingest.spark import jdbc_uri, spark_conf
+
+
+@pytest.fixture
+def jars(tmp_path):
+    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar"):
+        (tmp_path / name).write_bytes(b"")
+    return tmp_path
+
+
+def test_local_endpoint_uses_path_style_s3a_and_shared_catalog(jars):
+    settings = Settings(s3_endpoint="http://127.0.0.1:9999", aws_access_key_id="a", aws_secret_access_key="b",
+                        warehouse="s3a://bucket/wh", iceberg_catalog_uri="sqlite:////tmp/c.db",
+                        spark_jars_dir=str(jars))
+    conf = spark_conf(settings, "t")
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9999"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.sql.catalog.lakeline.uri"] == "jdbc:sqlite:/tmp/c.db"
+    assert conf["spark.sql.catalog.lakeline.jdbc.schema-version"] == "V1"
+    assert "spark.jars.packages" not in conf
+    assert conf["spark.jars"].count(".jar") == 2
+
+
+def test_real_s3_by_configuration_alone(jars):
+    conf = spark_conf(Settings(warehouse="s3a://prod/wh", spark_jars_dir=str(jars)), "t")
+    assert "spark.hadoop.fs.s3a.endpoint" not in conf
+    assert "spark.hadoop.fs.s3a.access.key" not in conf  # default AWS credential chain
+
+
+def test_missing_jars_say_how_to_fix(tmp_path):
+    with pytest.raises(ConfigError, match="infra/setup.sh"):
+        spark_conf(Settings(spark_jars_dir=str(tmp_path)), "t")
+
+
+def test_jdbc_uri():
+    assert jdbc_uri("sqlite:////a/b.db") == "jdbc:sqlite:/a/b.db"
+    with pytest.raises(ConfigError, match="LAKELINE_ICEBERG_CATALOG_URI"):
+        jdbc_uri("postgres://x")
