@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from ingest.sinks import TableSink
 
 COMMIT_ATTEMPTS = 6
+# Fault injection for tests and recovery drills: "<point>@<batch id>" makes the driver SIGKILL itself at that
+# point of that batch (points: after-dlq-commit, after-table-commit). Never set in production.
+CRASH_ENV = "LAKELINE_CRASH_AT"
 
 
 @dataclass
@@ -37,6 +40,7 @@ class BatchReport:
     dead_letters: int = 0
     replayed: bool = False
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # decode+scan, dead-letter commit, table commit
 
 
 @dataclass
@@ -79,6 +83,7 @@ class Pipeline:
         self._spark = spark
         self.summary: RunSummary | None = None
         self._reports: dict[int, BatchReport] = {}
+        self._printed: set[int] = set()
         self._stop = threading.Event()
         self.lineage = ""
         self._main_end: Offsets = {}
@@ -179,19 +184,26 @@ class Pipeline:
                 (r["_topic"], r["_kafka_partition"]), 0)) for r in cover}
             batch_end = {(r["_topic"], r["_kafka_partition"]): r["last"] + 1 for r in cover}
             rows, dead = sum(r["rows"] for r in cover), sum(r["dead"] for r in cover)
+            report.phases["scan"] = time.monotonic() - started
             ingested_at = F.lit(datetime.now(timezone.utc)).cast("timestamp")
 
             if dead:
                 dlq_end = _advance(self._dlq_end, batch_end)
                 record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, dlq_end, 0, dead)
                 frame = dead_letter_rows(decoded, ingested_at).filter(is_new(self._dlq_end))
+                mark = time.monotonic()
                 self._commit(self.dead, frame, record)
                 self._dlq_end = dlq_end
+                report.phases["dlq"] = time.monotonic() - mark
+                _maybe_crash("after-dlq-commit", batch_id)
             main_end = _advance(self._main_end, batch_end)
             record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, main_end, rows, dead)
             frame = table_rows(decoded, self.config, ingested_at).filter(is_new(self._main_end))
+            mark = time.monotonic()
             self._commit(self.main, frame, record)
             self._main_end, self._last = main_end, record
+            report.phases["table"] = time.monotonic() - mark
+            _maybe_crash("after-table-commit", batch_id)
             report.rows, report.dead_letters = rows, dead
         finally:
             decoded.unpersist()
@@ -233,6 +245,12 @@ class Pipeline:
         self.spark.streams.addListener(self._listener)
         return writer.start()
 
+    def _await_progress_lines(self, timeout: float = 5.0) -> None:
+        """Progress events arrive asynchronously; let the last batch's line print before returning."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._printed.issuperset(self._reports):
+            time.sleep(0.05)
+
     def request_stop(self, *_args) -> None:
         self._stop.set()
 
@@ -250,6 +268,7 @@ class Pipeline:
                 self.echo(f"[{self.config.pipeline}] stop requested: stopping after the current batch "
                           f"(an interrupted batch is replayed idempotently on the next run)")
                 query.stop()
+            self._await_progress_lines()
             failure = query.exception()
             if failure is not None:
                 raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
@@ -259,6 +278,14 @@ class Pipeline:
                 signal.signal(sig, handler)
         self.summary.batches = [self._reports[k] for k in sorted(self._reports)]
         return self.summary
+
+
+def _maybe_crash(point: str, batch_id: int) -> None:
+    import os
+
+    if os.environ.get(CRASH_ENV) == f"{point}@{batch_id}":
+        print(f"{CRASH_ENV}: SIGKILL at {point} of batch {batch_id}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _advance(previous: Offsets, batch_end: Offsets) -> Offsets:
@@ -295,10 +322,17 @@ class _ProgressPrinter:
                 state = "replayed, already in table" if report.replayed else \
                     f"rows={report.rows} dead_letters={report.dead_letters}"
                 pipeline.echo(f"[{pipeline.config.pipeline}] batch {progress.batchId}: {state} "
-                              f"input={progress.numInputRows} took={report.seconds:.2f}s "
+                              f"input={progress.numInputRows} took={report.seconds:.2f}s{_phases(report)} "
                               f"lag={'?' if lag is None else lag}")
+                pipeline._printed.add(progress.batchId)  # noqa: SLF001
 
         return Printer()
+
+
+def _phases(report: BatchReport) -> str:
+    if not report.phases:
+        return ""
+    return " (" + ", ".join(f"{name} {secs:.2f}" for name, secs in report.phases.items()) + ")"
 
 
 def _lag(progress) -> int | None:

@@ -15,6 +15,8 @@ from ingest.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+_LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
+
 
 def spark_jars(settings: Settings) -> list[str]:
     """The connector jars resolved by infra/setup.sh (or LAKELINE_SPARK_JARS_DIR)."""
@@ -63,9 +65,14 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.hadoop.fs.s3a.endpoint.region": settings.aws_region,
         "spark.hadoop.fs.s3a.fast.upload": "true",
         "spark.hadoop.fs.s3a.committer.magic.enabled": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J2}",
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
     }
+    if settings.spark_master.startswith("local"):
+        # Delta rebuilds table state with a shuffle after each commit; its default 50 partitions cost ~2 s a
+        # commit on a 2-core box. Clusters keep Delta's default.
+        conf["spark.databricks.delta.snapshotPartitions"] = "2"
     if settings.s3_endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = settings.s3_endpoint
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(settings.s3_endpoint.startswith("https")).lower()
@@ -101,6 +108,8 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     """A SparkSession for local[N] or a cluster master (LAKELINE_SPARK_MASTER), ready for Delta and Iceberg on S3."""
     os.environ.setdefault("PYSPARK_PYTHON", settings.python)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings.python)
+    if settings.spark_master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder

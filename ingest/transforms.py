@@ -98,20 +98,24 @@ def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     """Parse `_raw` as JSON against `schema`. Adds the typed fields, `_rescued_data` (undeclared fields as JSON),
     and `_error` / `_error_detail` (null for good records). Never drops a record."""
     text = F.col("_raw").cast("string")
-    as_map = F.from_json(text, "map<string,string>")
-    typed = F.from_json(text, record_struct(schema))
-    frame = raw.withColumn("__map", as_map).withColumn("__typed", typed)
-
+    # Built in stages, each referring to the previous stage's columns: one big nested expression would be
+    # re-optimised by Catalyst for every action of every micro-batch.
+    parsed = raw.select("*", F.from_json(text, "map<string,string>").alias("__map"),
+                        F.from_json(text, record_struct(schema)).alias("__typed"),
+                        F.length(F.col("_raw")).alias("__size"), F.is_valid_utf8(text).alias("__utf8"))
     present = {f.name: F.col("__map").getItem(f.name).isNotNull() for f in schema.fields}
-    missing = _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required])
-    mismatched = _names_where([(f.name, present[f.name] & F.col("__typed").getField(f.name).isNull())
-                               for f in schema.fields])
-    size = F.length(F.col("_raw"))
+    checked = parsed.select(
+        "*",
+        _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]).alias("__missing"),
+        _names_where([(f.name, present[f.name] & F.col("__typed").getField(f.name).isNull())
+                      for f in schema.fields]).alias("__mismatched"),
+    )
+    size, missing, mismatched = F.col("__size"), F.col("__missing"), F.col("__mismatched")
     reason, detail = _first_error([
         (F.col("_raw").isNull(), MALFORMED_JSON, F.lit("null payload")),
         (size > schema.max_record_bytes, OVERSIZE,
          F.format_string("payload is %d bytes; limit is %d", size, F.lit(schema.max_record_bytes))),
-        (~F.is_valid_utf8(text), INVALID_UTF8, F.lit("payload is not valid UTF-8")),
+        (~F.col("__utf8"), INVALID_UTF8, F.lit("payload is not valid UTF-8")),
         (F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
         (missing.isNotNull(), MISSING_REQUIRED, F.concat(F.lit("missing: "), missing)),
         (mismatched.isNotNull(), TYPE_MISMATCH,
@@ -123,8 +127,8 @@ def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     extra = F.map_filter("__map", lambda k, v: ~F.array_contains(declared, k))
     rescued = F.when(F.size(extra) > 0, F.to_json(extra))
     fields = [F.col("__typed").getField(f.name).alias(f.name) for f in schema.fields]
-    return frame.select("*", *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
-                        detail.alias("_error_detail")).drop("__map", "__typed")
+    return checked.select(*raw.columns, *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
+                          detail.alias("_error_detail"))
 
 
 def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column) -> DataFrame:

@@ -190,7 +190,7 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
     def keep_producing():
         seed = 100
         while not stop.is_set():
-            result = produce(config, settings, 1000, rate=2000, bad_ratio=0.01, seed=seed, echo=lambda m: None)
+            result = produce(config, settings, 1000, rate=500, bad_ratio=0.01, seed=seed, echo=lambda m: None)
             produced["count"] += result.count
             produced["bad"] += result.bad_total
             seed += 1
@@ -243,3 +243,26 @@ def test_sigterm_stops_cleanly_with_exit_0(conf_dir, settings):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, "".join(lines) + out
     assert "stop requested" in out and "done:" in out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, conf_dir, settings, spark):
+    """SIGKILL exactly after the dead-letter commit, then exactly after the table commit (before Spark writes
+    commits/N): each restart replays the batch without writing anything twice."""
+    data = pipeline_dict(fmt)
+    data["source"]["max_offsets_per_trigger"] = 1000
+    path = write_pipeline(conf_dir, data)
+    config = load_pipeline(path)
+    bad = produce(config, settings, 4000, bad_ratio=0.05, seed=21, echo=print).bad_total
+    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path), "--trigger", "available-now"]
+    outputs = []
+    for point in ("after-dlq-commit@1", "after-table-commit@2"):
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "LAKELINE_CRASH_AT": point})
+        outputs.append(run.stdout)
+        assert run.returncode == -signal.SIGKILL, run.stdout[-2000:] + run.stderr[-2000:]
+        assert f"SIGKILL at {point.replace('@', ' of batch ')}" in run.stdout
+    final = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
+    assert "start: resume" in final.stdout and "batch 2: replayed, already in table" in final.stdout
+    _assert_exact(reconcile(config, settings, spark), 4000, bad)
