@@ -7,7 +7,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 
 MARKER_ENV = "LAKELINE_STACK_MARKER"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Protocol
 
 from ingest.commits import CommitRecord, Offsets, offsets_from_json
@@ -123,7 +123,7 @@ def move_aside(fs: FileOps, location: str) -> str | None:
     """Rename an unusable checkpoint to <location>.replaced-<UTC time> (never deleted: kept for forensics)."""
     if not fs.exists(location):
         return None
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     target = f"{location}.replaced-{stamp}-{uuid.uuid4().hex[:4]}"
     fs.rename(location, target)
     return target

@@ -12,8 +12,9 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from datetime import datetime, UTC
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint, write_lineage
 from ingest.commits import CommitRecord, Offsets
@@ -185,7 +186,7 @@ class Pipeline:
             batch_end = {(r["_topic"], r["_kafka_partition"]): r["last"] + 1 for r in cover}
             rows, dead = sum(r["rows"] for r in cover), sum(r["dead"] for r in cover)
             report.phases["scan"] = time.monotonic() - started
-            ingested_at = F.lit(datetime.now(timezone.utc)).cast("timestamp")
+            ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
 
             if dead:
                 dlq_end = _advance(self._dlq_end, batch_end)

@@ -8,7 +8,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 from ingest.adapters.kafka_admin import KafkaAdmin, client_config
@@ -79,7 +79,7 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
             bad_ratio: float = 0.0, seed: int | None = None, partitions: int = 4, echo=print,
             record_dir: Path | None = None) -> ProduceResult:
     """Send `count` events to the pipeline's first topic (created with `partitions` if missing)."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
 
     if count < 0 or not 0.0 <= bad_ratio <= 1.0:
         raise ConfigError("--count must be >= 0 and --bad-ratio between 0 and 1")
@@ -87,7 +87,7 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
     if KafkaAdmin(settings).ensure_topic(topic, partitions):
         echo(f"created topic {topic} ({partitions} partitions)")
     rng = random.Random(seed)
-    base = datetime.now(timezone.utc).replace(microsecond=0)
+    base = datetime.now(UTC).replace(microsecond=0)
     producer = Producer({**client_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "enable.idempotence": True, "acks": "all"})
     result = ProduceResult(topic, count)
@@ -133,10 +133,6 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
         raise LakelineError(f"produce: {remaining} messages undelivered, {len(errors)} delivery errors "
                             f"(first: {errors[:1]}); nothing is recorded as produced for them")
     _record(result, record_dir or _default_record_dir())
-    try:
-        producer.close() if hasattr(producer, "close") else None
-    except KafkaException:
-        pass
     return result
 
 
@@ -148,6 +144,6 @@ def _default_record_dir() -> Path:
 
 def _record(result: ProduceResult, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    line = {"at": datetime.now(timezone.utc).isoformat(), **result.to_json()}
+    line = {"at": datetime.now(UTC).isoformat(), **result.to_json()}
     with open(directory / f"{result.topic}.jsonl", "a") as out:
         out.write(json.dumps(line) + "\n")

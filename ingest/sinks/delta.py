@@ -27,7 +27,7 @@ class DeltaSink:
         builder = DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
         if self.partition_by:
             builder = builder.partitionedBy(*self.partition_by)
-        builder.property("delta.appendOnly", "false").execute()
+        builder.execute()
 
     def _records(self, limit: int | None) -> list[tuple[int, CommitRecord]]:
         from delta.tables import DeltaTable

@@ -1,0 +1,1 @@
+"""Lakeline benchmarks (run with `python -m bench.drain`, see bench/README.md)."""

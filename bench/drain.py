@@ -1,0 +1,132 @@
+"""Drain throughput: preload N sample events (1% bad) into a fresh topic, then ingest them available-now into a
+Delta and an Iceberg table, one format at a time, on the embedded stack. Prints a table and writes
+bench/results/drain-<date>.{json,md}.
+
+    .venv/bin/python -m bench.drain --count 1000000
+
+Throughput = (rows + dead letters) / wall time of the ingest run (session already warm: the JVM start is
+excluded, table creation and every batch are included). CPU = the Spark JVM's user+system seconds during the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+import uuid
+from datetime import datetime, UTC
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _jvm_cpu_seconds() -> float:
+    """user+system CPU of this process's child JVMs (the Spark driver), from /proc."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == me:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal")))
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(mem_kb / 1024 / 1024, 1),
+            "python": platform.python_version(),
+            "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
+    parser.add_argument("--formats", nargs="+", default=["delta", "iceberg"], choices=["delta", "iceberg"])
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    args = parser.parse_args(argv)
+
+    from infra import stack
+    from ingest.config import PipelineConfig
+    from ingest.pipeline import Pipeline
+    from ingest.produce import produce
+    from ingest.reconcile import reconcile
+    from ingest.settings import load_settings
+    from ingest.spark import build_spark
+    import yaml
+
+    from infra.paths import REPO_ROOT
+
+    template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
+
+    stack.up()
+    settings = load_settings()
+    run_id = uuid.uuid4().hex[:6]
+    topic = f"bench_drain_{run_id}"
+
+    def config(fmt: str) -> PipelineConfig:
+        return PipelineConfig.model_validate({
+            "pipeline": f"bench_{fmt}_{run_id}",
+            "source": {"kind": "kafka", "topics": [topic], "starting_offsets": "earliest",
+                       "max_offsets_per_trigger": args.max_offsets_per_trigger},
+            "schema": template["schema"],
+            "sink": {"format": fmt, "table": f"bench_{fmt}_{run_id}", "namespace": "bench",
+                     "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
+        })
+
+    print(f"producing {args.count:,} events to {topic} ...", flush=True)
+    produced = produce(config("delta"), settings, args.count, bad_ratio=0.01, seed=1, echo=print)
+    print(f"  {args.count / produced.seconds:,.0f} msg/s produced", flush=True)
+    spark = build_spark(settings, "lakeline-bench-drain")
+    spark.range(1).count()  # JVM warm-up is not part of any figure
+    results = []
+    for fmt in args.formats:
+        cfg = config(fmt)
+        cpu0, t0 = _jvm_cpu_seconds(), time.monotonic()
+        summary = Pipeline(cfg, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
+        wall, cpu = time.monotonic() - t0, _jvm_cpu_seconds() - cpu0
+        report = reconcile(cfg, settings, spark)
+        records = summary.rows + summary.dead_letters
+        results.append({
+            "format": fmt, "records": records, "rows": summary.rows, "dead_letters": summary.dead_letters,
+            "batches": len(summary.batches), "seconds": round(wall, 1), "records_per_s": round(records / wall),
+            "jvm_cpu_s": round(cpu, 1), "cpu_s_per_million": round(cpu / records * 1e6, 1),
+            "exact": report.exact, "duplicates": report.duplicates, "missing": report.missing,
+        })
+        print(json.dumps(results[-1]), flush=True)
+    spark.stop()
+
+    command = "python -m bench.drain " + " ".join(argv if argv is not None else os.sys.argv[1:])
+    doc = {"benchmark": "drain", "at": datetime.now(UTC).isoformat(timespec="seconds"),
+           "command": command.strip(), "count": args.count, "max_offsets_per_trigger": args.max_offsets_per_trigger,
+           "machine": machine(), "results": results}
+    table = ["| format | records | batches | seconds | records/s | JVM CPU s | CPU s / 1M | exact |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    table += [f"| {r['format']} | {r['records']:,} | {r['batches']} | {r['seconds']} | {r['records_per_s']:,} | "
+              f"{r['jvm_cpu_s']} | {r['cpu_s_per_million']} | {r['exact']} |" for r in results]
+    print("\n".join(table))
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        stem = RESULTS / f"drain-{datetime.now(UTC):%Y-%m-%d}"
+        stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
+        stem.with_suffix(".md").write_text(
+            f"# Drain throughput, {doc['at']}\n\nCommand: `{doc['command']}` (local stack: KRaft broker, moto S3, "
+            f"Spark local[2]; all on this machine)\n\nMachine: {doc['machine']}\n\n" + "\n".join(table) + "\n")
+        print(f"written {stem}.json and .md")
+    return 0 if all(r["exact"] for r in results) else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
