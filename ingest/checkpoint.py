@@ -47,7 +47,10 @@ def parse_offset_file(text: str) -> Offsets:
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < 3 or not lines[0].startswith("v"):
         raise ValueError("not a Spark offset log entry")
-    return offsets_from_json(json.loads(lines[2]))
+    try:
+        return offsets_from_json(json.loads(lines[2]))
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
+        raise ValueError(f"unparsable source offsets: {exc}") from None
 
 
 def _batch_ids(names: list[str]) -> list[int]:
@@ -55,21 +58,27 @@ def _batch_ids(names: list[str]) -> list[int]:
 
 
 def read_checkpoint(fs: FileOps, location: str) -> CheckpointState | None:
-    """The checkpoint's committed and planned positions; None if there is no checkpoint (or no offsets yet)."""
+    """The checkpoint's committed and planned positions; None if there is no checkpoint (or no offsets yet).
+    Raises ValueError naming the file when an offsets entry is truncated or garbage."""
     offsets = _batch_ids(fs.list_names(f"{location}/offsets"))
     commits = _batch_ids(fs.list_names(f"{location}/commits"))
     lineage = fs.read_text(f"{location}/{LINEAGE_FILE}").strip() if fs.exists(f"{location}/{LINEAGE_FILE}") else None
     if not offsets:
         return None
     last_committed = commits[-1] if commits else None
-    committed_end = parse_offset_file(fs.read_text(f"{location}/offsets/{last_committed}")) \
-        if last_committed is not None and last_committed in offsets else {}
-    planned_end = parse_offset_file(fs.read_text(f"{location}/offsets/{offsets[-1]}"))
-    return CheckpointState(lineage, last_committed, committed_end, offsets[-1], planned_end)
+
+    def entry(batch: int) -> Offsets:
+        try:
+            return parse_offset_file(fs.read_text(f"{location}/offsets/{batch}"))
+        except ValueError as exc:
+            raise ValueError(f"{location}/offsets/{batch}: {exc}") from None
+
+    committed_end = entry(last_committed) if last_committed is not None and last_committed in offsets else {}
+    return CheckpointState(lineage, last_committed, committed_end, offsets[-1], entry(offsets[-1]))
 
 
 def plan_start(table: CommitRecord | None, checkpoint: CheckpointState | None,
-               new_lineage: str | None = None) -> StartPlan:
+               new_lineage: str | None = None, unreadable: str | None = None) -> StartPlan:
     """Decide how to start so that nothing is skipped (and the offset filter removes any replayed record).
 
     Keep the checkpoint only if, for every partition, the table's next offset lies between the checkpoint's
@@ -78,6 +87,9 @@ def plan_start(table: CommitRecord | None, checkpoint: CheckpointState | None,
     lineage at the offsets recorded in the table.
     """
     fresh_lineage = new_lineage or uuid.uuid4().hex[:12]
+    if unreadable:
+        return StartPlan("rebuild", f"checkpoint unreadable ({unreadable}); restarting from the table's offsets",
+                         fresh_lineage, dict(table.end) if table else {})
     if table is None and checkpoint is None:
         return StartPlan("fresh", "no checkpoint and no commits in the table", fresh_lineage, None)
     if table is None:

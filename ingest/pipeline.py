@@ -113,7 +113,11 @@ class Pipeline:
         self._dlq_end = dict(dead_last.end) if dead_last else {}
         fs = HadoopFS(self.spark)
         location = self.config.checkpoint_location(self.settings)
-        plan = plan_start(self._last, read_checkpoint(fs, location))
+        try:
+            state, unreadable = read_checkpoint(fs, location), None
+        except ValueError as exc:
+            state, unreadable = None, str(exc)
+        plan = plan_start(self._last, state, unreadable=unreadable)
         if plan.action == "rebuild":
             moved = move_aside(fs, location)
             if moved:

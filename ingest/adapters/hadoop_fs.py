@@ -27,6 +27,16 @@ class HadoopFS:
             return []
         return sorted(str(status.getPath().getName()) for status in fs.listStatus(jpath))
 
+    def list_files(self, path: str) -> list[str]:
+        """All files (not directories) below `path`, recursively; [] if it does not exist."""
+        jpath, fs = self._path(path)
+        if not fs.exists(jpath):
+            return []
+        found, iterator = [], fs.listFiles(jpath, True)
+        while iterator.hasNext():
+            found.append(str(iterator.next().getPath()))
+        return found
+
     def read_text(self, path: str) -> str:
         jpath, fs = self._path(path)
         stream = fs.open(jpath)

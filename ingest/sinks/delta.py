@@ -24,10 +24,25 @@ class DeltaSink:
     def ensure(self) -> None:
         from delta.tables import DeltaTable
 
+        self._clear_interrupted_create()
         builder = DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
         if self.partition_by:
             builder = builder.partitionedBy(*self.partition_by)
         builder.execute()
+
+    def _clear_interrupted_create(self) -> None:
+        """A create killed before its first commit leaves `_delta_log/` holding only directory markers, which
+        makes every later create fail with DELTA_TABLE_NOT_FOUND. With no file in it, no version was ever
+        committed and nothing can reference it, so it is removed. A log holding any file is left alone."""
+        from delta.tables import DeltaTable
+
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        log_dir = f"{self.location}/_delta_log"
+        fs = HadoopFS(self.spark)
+        if fs.exists(log_dir) and not DeltaTable.isDeltaTable(self.spark, self.location) \
+                and not fs.list_files(log_dir):
+            fs.delete(log_dir)
 
     def _records(self, limit: int | None) -> list[tuple[int, CommitRecord]]:
         from delta.tables import DeltaTable

@@ -122,3 +122,12 @@ def test_commit_record_round_trip_and_foreign_metadata():
     assert CommitRecord.from_json(rec.to_json()) == rec
     assert CommitRecord.from_json('{"other": 1}') is None
     assert CommitRecord.from_json("not json") is None
+
+
+def test_unreadable_checkpoint_rebuilds_from_table_and_names_the_file():
+    fs = FakeFS({"c/offsets/0": _offsets(10), "c/offsets/1": "v1\n{}\n{trunc", "c/commits/0": "v1\n{}",
+                 "c/_lakeline/lineage": "L9\n"})
+    with pytest.raises(ValueError, match=r"c/offsets/1: unparsable source offsets"):
+        read_checkpoint(fs, "c")
+    plan = plan_start(record({0: 10}), None, unreadable="c/offsets/1: unparsable")
+    assert plan.action == "rebuild" and "unreadable" in plan.reason and plan.starting_offsets == {(T, 0): 10}
