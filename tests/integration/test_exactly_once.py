@@ -64,14 +64,25 @@ def _copy_prefix(settings, src: str, dst: str) -> int:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_steady_run_with_bad_records_is_exact(fmt, conf_dir, settings, spark):
-    count = int(os.environ.get("LAKELINE_TEST_STEADY_COUNT", "100000"))
-    config = _pipeline(conf_dir, fmt)
+    _steady_run(fmt, 20_000, conf_dir, settings, spark)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_steady_run_100k_is_exact(fmt, conf_dir, settings, spark):
+    _steady_run(fmt, 100_000, conf_dir, settings, spark, max_offsets=25_000)
+
+
+def _steady_run(fmt, count, conf_dir, settings, spark, max_offsets=5000):
+    data = pipeline_dict(fmt)
+    data["source"]["max_offsets_per_trigger"] = max_offsets
+    config = load_pipeline(write_pipeline(conf_dir, data))
     produced = produce(config, settings, count, bad_ratio=0.01, seed=7, echo=print)
     assert produced.bad_total > 0 and set(produced.bad) == {"malformed_json", "type_mismatch",
                                                             "missing_required_field", "oversize", "invalid_utf8"}
     summary = _run(config, settings, spark)
     assert summary.plan.action == "fresh"
-    assert len(summary.batches) >= count // 5000  # max_offsets_per_trigger=5000
+    assert len(summary.batches) >= count // max_offsets
     report = reconcile(config, settings, spark)
     _assert_exact(report, count, produced.bad_total)
     assert report.dead_letters_by_reason == produced.bad
