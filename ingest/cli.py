@@ -65,6 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     _pipeline_arg(rec)
     rec.add_argument("--output", choices=["text", "json"], default="text")
 
+    ckpt = sub.add_parser("checkpoint", help="back up, verify or restore a pipeline's Spark checkpoint",
+                          description="backup: copy the committed part of the checkpoint (consistent while the "
+                                      "stream runs) to <warehouse>/_checkpoint_backups/<pipeline>/<batch>-<time>/ "
+                                      "with a manifest of SHA-256 checksums; keeps checkpoint.keep_backups. "
+                                      "verify: checksums, structure, and whether a start from the backup would "
+                                      "resume or rebuild from the table's offsets. restore: refuses while the "
+                                      "pipeline's heartbeat is fresh; moves the current checkpoint aside (never "
+                                      "deletes it) and restores the backup (default: the newest).")
+    ckpt.add_argument("action", choices=["backup", "verify", "restore", "list"])
+    _pipeline_arg(ckpt)
+    ckpt.add_argument("--backup", metavar="ID", help="backup id (default: the newest)")
+    ckpt.add_argument("--force", action="store_true", help="restore even if the heartbeat looks fresh")
+    ckpt.add_argument("--output", choices=["text", "json"], default="text")
+
     demo = sub.add_parser("demo", help="the main job end to end on the embedded defaults",
                           description="Starts the local stack, produces sample events (1% bad), ingests them into "
                                       "a Delta and an Iceberg table (available-now), and prints the reconcile "
@@ -124,7 +138,55 @@ def _dispatch(args: argparse.Namespace) -> int:
         report = reconcile(config, settings, build_spark(settings, "lakeline-reconcile"))
         print(json.dumps(report.to_json(), indent=2) if args.output == "json" else format_report(report))
         return 0 if report.exact else EXIT_NOT_EXACT
+    if args.command == "checkpoint":
+        return _checkpoint(args, config, settings)
     raise AssertionError(args.command)
+
+
+def _checkpoint(args: argparse.Namespace, config, settings) -> int:
+    from dataclasses import asdict
+
+    from ingest.adapters.hadoop_fs import HadoopFS
+    from ingest.pipeline import HEARTBEAT_STALE_SECONDS
+    from ingest.sinks import sinks_for
+    from ingest.spark import build_spark
+    from maintenance import checkpoints
+
+    spark = build_spark(settings, f"lakeline-checkpoint-{args.action}")
+    fs = HadoopFS(spark)
+    location, root = config.checkpoint_location(settings), config.backup_location(settings)
+
+    def table_record():
+        main, _ = sinks_for(spark, config, settings)
+        from pyspark.errors import AnalysisException
+
+        try:
+            return main.last_commit()
+        except AnalysisException:  # table not created yet
+            return None
+
+    if args.action == "list":
+        for backup_id in checkpoints.list_backups(fs, root):
+            print(backup_id)
+        return 0
+    if args.action == "backup":
+        manifest = checkpoints.backup(fs, location, root, config.pipeline, table_record(),
+                                      config.checkpoint.keep_backups)
+        print(f"backup {manifest.backup_id}: batch {manifest.last_committed_batch}, {len(manifest.files)} files, "
+              f"{manifest.bytes:,} bytes -> {root}/{manifest.backup_id}")
+        return 0
+    if args.action == "verify":
+        report = checkpoints.verify(fs, root, args.backup, table_record())
+        if args.output == "json":
+            print(json.dumps(asdict(report), indent=2))
+        else:
+            print(f"backup {report.backup_id}: {'OK' if report.ok else 'FAILED'} ({report.files} files, last "
+                  f"committed batch {report.last_committed_batch}); {report.consistency}")
+            for problem in report.problems:
+                print(f"  ! {problem}")
+        return 0 if report.ok else EXIT_NOT_EXACT
+    checkpoints.restore(fs, root, args.backup, location, HEARTBEAT_STALE_SECONDS, force=args.force)
+    return 0
 
 
 def _dev(args: argparse.Namespace) -> int:

@@ -118,6 +118,9 @@ class Sink(_Strict):
 class Checkpoint(_Strict):
     # Default: <LAKELINE_WAREHOUSE>/_checkpoints/<pipeline>.
     location: str | None = None
+    # Default: <LAKELINE_WAREHOUSE>/_checkpoint_backups/<pipeline>.
+    backup_location: str | None = None
+    keep_backups: Annotated[int, Field(ge=1)] = 5
 
 
 class PipelineConfig(_Strict):
@@ -154,7 +157,8 @@ class PipelineConfig(_Strict):
                 raise ValueError(f"sink.partition.transform 'day' needs a timestamp or date field; "
                                  f"{part.source!r} is {source.type}")
             if self.record_schema.field(part.column) is not None:
-                raise ValueError(f"sink.partition.column {part.column!r} clashes with a schema field; pick another name")
+                raise ValueError(f"sink.partition.column {part.column!r} clashes with a schema field; "
+                                 "pick another name")
         return self
 
     # Resolved locations (need the environment's warehouse).
@@ -166,6 +170,12 @@ class PipelineConfig(_Strict):
 
     def iceberg_identifier(self, settings: Settings, table: str | None = None) -> str:
         return f"{settings.iceberg_catalog_name}.{self.sink.namespace}.{table or self.sink.table}"
+
+    def backup_location(self, settings: Settings) -> str:
+        if self.checkpoint.backup_location:
+            return self.checkpoint.backup_location.rstrip("/")
+        warehouse = settings.require("warehouse", "LAKELINE_WAREHOUSE", "locate checkpoint backups")
+        return f"{warehouse}/_checkpoint_backups/{self.pipeline}"
 
     def checkpoint_location(self, settings: Settings) -> str:
         if self.checkpoint.location:

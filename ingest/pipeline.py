@@ -32,6 +32,11 @@ COMMIT_ATTEMPTS = 6
 # Fault injection for tests and recovery drills: "<point>@<batch id>" makes the driver SIGKILL itself at that
 # point of that batch (points: after-dlq-commit, after-table-commit). Never set in production.
 CRASH_ENV = "LAKELINE_CRASH_AT"
+# A running pipeline rewrites <checkpoint>/_lakeline/heartbeat this often; `checkpoint restore` refuses while
+# the heartbeat is younger than HEARTBEAT_STALE_SECONDS.
+HEARTBEAT_SECONDS = 10.0
+HEARTBEAT_STALE_SECONDS = 60.0
+HEARTBEAT_FILE = "_lakeline/heartbeat"
 
 
 @dataclass
@@ -250,6 +255,31 @@ class Pipeline:
         self.spark.streams.addListener(self._listener)
         return writer.start()
 
+    def _heartbeat(self, done: threading.Event) -> None:
+        """Tell `checkpoint restore` (and operators) that this pipeline is alive."""
+        import json
+        import os
+        import socket
+
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        fs = HadoopFS(self.spark)
+        path = f"{self.config.checkpoint_location(self.settings)}/{HEARTBEAT_FILE}"
+        while True:
+            beat = {"at": datetime.now(UTC).isoformat(), "host": socket.gethostname(), "pid": os.getpid(),
+                    "lineage": self.lineage}
+            try:
+                fs.write_text(path, json.dumps(beat))
+            except Exception as exc:  # noqa: BLE001 - a missed beat must not stop ingestion; say so and go on
+                self.echo(f"[{self.config.pipeline}] heartbeat write failed: {exc}")
+            if done.wait(HEARTBEAT_SECONDS):
+                return
+
+    def _clear_heartbeat(self) -> None:
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        HadoopFS(self.spark).delete(f"{self.config.checkpoint_location(self.settings)}/{HEARTBEAT_FILE}")
+
     def _await_progress_lines(self, timeout: float = 5.0) -> None:
         """Progress events arrive asynchronously; let the last batch's line print before returning."""
         deadline = time.monotonic() + timeout
@@ -266,6 +296,9 @@ class Pipeline:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self.request_stop)
         query = self.start()
+        beating = threading.Event()
+        heart = threading.Thread(target=self._heartbeat, args=(beating,), name="lakeline-heartbeat", daemon=True)
+        heart.start()
         try:
             while query.isActive and not self._stop.is_set():
                 query.awaitTermination(0.5)
@@ -278,6 +311,9 @@ class Pipeline:
             if failure is not None:
                 raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
         finally:
+            beating.set()
+            heart.join(30)
+            self._clear_heartbeat()
             self.spark.streams.removeListener(self._listener)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

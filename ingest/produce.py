@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
-from ingest.adapters.kafka_admin import KafkaAdmin, client_config
+from ingest.adapters.kafka_admin import KafkaAdmin, librdkafka_config
 from ingest.config import PipelineConfig
 from ingest.errors import ConfigError, LakelineError
 from ingest.settings import Settings
@@ -88,7 +88,7 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
         echo(f"created topic {topic} ({partitions} partitions)")
     rng = random.Random(seed)
     base = datetime.now(UTC).replace(microsecond=0)
-    producer = Producer({**client_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
+    producer = Producer({**librdkafka_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "enable.idempotence": True, "acks": "all"})
     result = ProduceResult(topic, count)
     errors: list[str] = []

@@ -102,10 +102,8 @@ def check_ranges(commits, low_watermarks: dict) -> tuple[bool, bool, list[str]]:
     for record in commits:
         for part, start in record.start.items():
             end = record.end.get(part, start)
-            if part in previous_end:
-                expected_start = previous_end[part]
-            else:
-                expected_start = low_watermarks.get(part, start)
+            # the first commit for a partition should start at the oldest retained offset
+            expected_start = previous_end.get(part, low_watermarks.get(part, start))
             if start > expected_start:
                 contiguous = False
                 problems.append(f"gap on {part[0]}[{part[1]}]: batch {record.batch_id} starts at {start}, "

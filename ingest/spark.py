@@ -54,6 +54,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
+        "spark.sql.debug.maxToStringFields": "500",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("LAKELINE_SPARK_DRIVER_MEMORY", "2g"),
         "spark.sql.streaming.stopGracefullyOnShutdown": "false",

@@ -43,3 +43,43 @@ def write_pipeline(directory: Path, data: dict) -> Path:
     path = directory / f"{data['pipeline']}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+class LocalFS:
+    """The file-ops protocol of ingest.adapters.hadoop_fs.HadoopFS on the local disk (unit tests)."""
+
+    def exists(self, path: str) -> bool:
+        return Path(path).exists()
+
+    def list_names(self, path: str) -> list[str]:
+        p = Path(path)
+        return sorted(c.name for c in p.iterdir()) if p.is_dir() else []
+
+    def list_files(self, path: str) -> list[str]:
+        root = Path(path)
+        return sorted(str(f.relative_to(root)) for f in root.rglob("*") if f.is_file()) if root.is_dir() else []
+
+    def read_bytes(self, path: str) -> bytes:
+        return Path(path).read_bytes()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+
+    def read_text(self, path: str) -> str:
+        return Path(path).read_text()
+
+    def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode())
+
+    def rename(self, src: str, dst: str) -> None:
+        Path(src).rename(dst)
+
+    def delete(self, path: str) -> None:
+        import shutil
+
+        p = Path(path)
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()

@@ -28,28 +28,43 @@ class HadoopFS:
         return sorted(str(status.getPath().getName()) for status in fs.listStatus(jpath))
 
     def list_files(self, path: str) -> list[str]:
-        """All files (not directories) below `path`, recursively; [] if it does not exist."""
+        """Paths of all files (not directories) below `path`, relative to it; [] if it does not exist."""
         jpath, fs = self._path(path)
         if not fs.exists(jpath):
             return []
+        root = str(fs.makeQualified(jpath)).rstrip("/") + "/"
         found, iterator = [], fs.listFiles(jpath, True)
         while iterator.hasNext():
-            found.append(str(iterator.next().getPath()))
-        return found
+            full = str(iterator.next().getPath())
+            found.append(full[len(root):] if full.startswith(root) else full)
+        return sorted(found)
 
     def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode("utf-8"))
+
+    def read_bytes(self, path: str) -> bytes:
+        from py4j.protocol import Py4JJavaError
+
         jpath, fs = self._path(path)
-        stream = fs.open(jpath)
         try:
-            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            stream = fs.open(jpath)
+        except Py4JJavaError as exc:
+            if "FileNotFoundException" in str(exc.java_exception.getClass().getName()):
+                raise FileNotFoundError(path) from None
+            raise
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()
 
-    def write_text(self, path: str, text: str) -> None:
+    def write_bytes(self, path: str, data: bytes) -> None:
         jpath, fs = self._path(path)
         stream = fs.create(jpath, True)
         try:
-            stream.write(bytearray(text.encode("utf-8")))
+            stream.write(bytearray(data))
         finally:
             stream.close()
 

@@ -14,11 +14,17 @@ def client_config(settings: Settings) -> dict[str, str]:
     return {"bootstrap.servers": bootstrap, **settings.kafka_options}
 
 
+def librdkafka_config(settings: Settings) -> dict:
+    """`client_config` for the Python (librdkafka) clients: errors only in the log, not notices such as
+    transient coordinator retries."""
+    return {**client_config(settings), "log_level": 3}
+
+
 class KafkaAdmin:
     def __init__(self, settings: Settings, timeout: float = 15.0):
         from confluent_kafka.admin import AdminClient
 
-        self._config = client_config(settings)
+        self._config = librdkafka_config(settings)
         self._admin = AdminClient(self._config)
         self._timeout = timeout
 
