@@ -29,12 +29,15 @@ MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED = "missing_required_field"
 TYPE_MISMATCH = "type_mismatch"
 
-COORDINATES = ["_topic", "_kafka_partition", "_offset", "_kafka_timestamp"]
-DEAD_LETTER_SCHEMA = StructType([
+COORDINATE_FIELDS = [
     StructField("_topic", StringType(), False),
     StructField("_kafka_partition", IntegerType(), False),
     StructField("_offset", LongType(), False),
     StructField("_kafka_timestamp", TimestampType(), True),
+]
+COORDINATES = [f.name for f in COORDINATE_FIELDS]
+DEAD_LETTER_SCHEMA = StructType([
+    *COORDINATE_FIELDS,
     StructField("_key", BinaryType(), True),
     StructField("_raw", BinaryType(), True),
     StructField("_error", StringType(), False),
@@ -56,10 +59,7 @@ def table_schema(config: PipelineConfig) -> StructType:
         fields.append(StructField(part.column, DateType() if part.transform == "day" else source_type, True))
     fields += [
         StructField("_rescued_data", StringType(), True),
-        StructField("_topic", StringType(), False),
-        StructField("_kafka_partition", IntegerType(), False),
-        StructField("_offset", LongType(), False),
-        StructField("_kafka_timestamp", TimestampType(), True),
+        *COORDINATE_FIELDS,
         StructField("_ingested_at", TimestampType(), False),
     ]
     return StructType(fields)

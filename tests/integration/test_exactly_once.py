@@ -11,10 +11,10 @@ import sys
 import threading
 import time
 
-import boto3
 import pytest
 
 from ingest.adapters.hadoop_fs import HadoopFS
+from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.config import load_pipeline
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
@@ -42,17 +42,10 @@ def _assert_exact(report, produced_total, bad_total):
     assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
 
 
-def _s3(settings):
-    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region,
-                        aws_access_key_id=settings.aws_access_key_id,
-                        aws_secret_access_key=settings.aws_secret_access_key)
-
-
 def _copy_prefix(settings, src: str, dst: str) -> int:
-    s3 = _s3(settings)
-    bucket, src_prefix = src.removeprefix("s3a://").split("/", 1)
-    _, dst_prefix = dst.removeprefix("s3a://").split("/", 1)
-    s3.list_objects_v2(Bucket=bucket, Prefix=dst_prefix)
+    s3 = s3_client(settings)
+    bucket, src_prefix = split_s3_uri(src)
+    _, dst_prefix = split_s3_uri(dst)
     copied = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=src_prefix + "/"):
         for obj in page.get("Contents", []):

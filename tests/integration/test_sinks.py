@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-import boto3
 import pytest
 
+from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.config import PipelineConfig
 from ingest.sinks import sinks_for
 from tests.helpers import pipeline_dict
@@ -18,10 +18,8 @@ def test_delta_create_killed_before_its_first_commit_is_recovered(spark, setting
     """kill -9 during CREATE leaves only `_delta_log/_staged_commits/`; the next start must still create it."""
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_create_{uuid.uuid4().hex[:6]}"))
     main, _ = sinks_for(spark, config, settings)
-    bucket, prefix = main.location.removeprefix("s3a://").split("/", 1)
-    s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region,
-                      aws_access_key_id=settings.aws_access_key_id,
-                      aws_secret_access_key=settings.aws_secret_access_key)
+    bucket, prefix = split_s3_uri(main.location)
+    s3 = s3_client(settings)
     s3.put_object(Bucket=bucket, Key=f"{prefix}/_delta_log/_staged_commits/", Body=b"")
     main.ensure()
     assert main.read().count() == 0
@@ -31,10 +29,8 @@ def test_delta_create_killed_before_its_first_commit_is_recovered(spark, setting
 def test_delta_log_with_files_but_no_table_is_left_alone(spark, settings):
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_keep_{uuid.uuid4().hex[:6]}"))
     main, _ = sinks_for(spark, config, settings)
-    bucket, prefix = main.location.removeprefix("s3a://").split("/", 1)
-    s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region,
-                      aws_access_key_id=settings.aws_access_key_id,
-                      aws_secret_access_key=settings.aws_secret_access_key)
+    bucket, prefix = split_s3_uri(main.location)
+    s3 = s3_client(settings)
     s3.put_object(Bucket=bucket, Key=f"{prefix}/_delta_log/something-unexpected.json", Body=b"{}")
     with pytest.raises(Exception, match="DELTA"):
         main.ensure()

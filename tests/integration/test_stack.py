@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-import boto3
 import pytest
 
 from infra import stack as local_stack
+from ingest.adapters.object_store import s3_client, split_s3_uri
 
 pytestmark = pytest.mark.integration
 
@@ -53,10 +53,8 @@ def test_spark_writes_and_reads_delta_on_moto_s3(spark, settings):
     spark.range(100).selectExpr("id", "id * 2 AS twice").write.format("delta").save(location)
     assert spark.read.format("delta").load(location).selectExpr("sum(twice)").first()[0] == 9900
     # the objects really are in the moto bucket, reached through S3A
-    s3 = boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region,
-                      aws_access_key_id=settings.aws_access_key_id,
-                      aws_secret_access_key=settings.aws_secret_access_key)
-    bucket, prefix = location.removeprefix("s3a://").split("/", 1)
+    s3 = s3_client(settings)
+    bucket, prefix = split_s3_uri(location)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
     assert any(k.endswith("00000000000000000000.json") for k in keys)
     assert any(k.endswith(".parquet") for k in keys)

@@ -41,3 +41,12 @@ def test_jdbc_uri():
     assert jdbc_uri("sqlite:////a/b.db") == "jdbc:sqlite:/a/b.db"
     with pytest.raises(ConfigError, match="LAKELINE_ICEBERG_CATALOG_URI"):
         jdbc_uri("postgres://x")
+
+
+def test_split_s3_uri():
+    from ingest.adapters.object_store import split_s3_uri
+
+    assert split_s3_uri("s3a://bucket/a/b") == ("bucket", "a/b")
+    assert split_s3_uri("s3://bucket/k") == ("bucket", "k")
+    with pytest.raises(ValueError, match="not an s3"):
+        split_s3_uri("/local/path")
