@@ -14,12 +14,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ingest.errors import ConfigError
-from ingest.settings import Settings
+from ingest.settings import Settings, is_secret_option
 
 FieldType = Literal["string", "int", "long", "double", "boolean", "timestamp", "date"]
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+)(ms|s|m))$")
-_SECRET_OPTION = re.compile(r"(password|jaas|secret|token|\.key$|keystore|truststore\.certificates)")
 RESERVED_PREFIX = "_"
 
 
@@ -74,7 +73,7 @@ class KafkaSource(_Strict):
         if bool(self.topics) == bool(self.topic_pattern):
             raise ValueError("set exactly one of 'topics' (a list) or 'topic_pattern' (a regex)")
         for key in self.options:
-            if _SECRET_OPTION.search(key):
+            if is_secret_option(key):
                 env = "LAKELINE_KAFKA_OPT_" + key.upper().replace(".", "_")
                 raise ValueError(f"option {key!r} is a secret and must not be in YAML; set {env} in the environment")
         return self

@@ -15,7 +15,3 @@ class CommitConflict(LakelineError):
 
 class UnknownCommitOutcome(LakelineError):
     """A commit may or may not have landed (e.g. timeout during the write); reconcile from the table, never delete."""
-
-
-class CheckpointInconsistent(LakelineError):
-    """The Spark checkpoint disagrees with the offsets recorded in the table in a way Lakeline cannot repair."""

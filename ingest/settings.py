@@ -7,6 +7,7 @@ Precedence: real environment variables, then the env file named by LAKELINE_ENV_
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,8 +16,8 @@ from pydantic import BaseModel, ConfigDict
 from ingest.errors import ConfigError
 
 KAFKA_OPTION_PREFIX = "LAKELINE_KAFKA_OPT_"
-# Shown masked whenever settings are printed or logged.
-SECRET_KEYS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# Kafka client properties that hold secrets: refused in YAML, masked whenever settings are shown.
+_SECRET_OPTION = re.compile(r"(password|jaas|secret|token|\.key$|keystore|truststore\.certificates)")
 
 
 class Settings(BaseModel):
@@ -54,12 +55,13 @@ class Settings(BaseModel):
         for key in ("aws_secret_access_key", "aws_session_token"):
             if key in out:
                 out[key] = "****"
-        out["kafka_options"] = {k: ("****" if _is_secret_option(k) else v) for k, v in self.kafka_options.items()}
+        out["kafka_options"] = {k: ("****" if is_secret_option(k) else v) for k, v in self.kafka_options.items()}
         return out
 
 
-def _is_secret_option(name: str) -> bool:
-    return any(word in name for word in ("password", "jaas", "secret", "token", "key"))
+def is_secret_option(name: str) -> bool:
+    """True for a Kafka client property that carries a secret (e.g. sasl.jaas.config, ssl.key.password)."""
+    return bool(_SECRET_OPTION.search(name))
 
 
 def parse_env_file(path: Path) -> dict[str, str]:
