@@ -123,11 +123,12 @@ class Pipeline:
         except ValueError as exc:
             state, unreadable = None, str(exc)
         plan = plan_start(self._last, state, unreadable=unreadable)
-        if plan.action == "rebuild":
+        if plan.action in ("fresh", "rebuild"):
+            # Spark needs an empty location for a new checkpoint. "fresh" can still find leftovers of a first
+            # start killed before its first offsets entry was complete (e.g. offsets/.0.<uuid>.tmp).
             moved = move_aside(fs, location)
             if moved:
                 self.echo(f"checkpoint moved aside to {moved}")
-        if plan.action in ("fresh", "rebuild"):
             write_lineage(fs, location, plan.lineage)
         self.lineage = plan.lineage
         self.echo(f"[{self.config.pipeline}] start: {plan.action} ({plan.reason}); lineage {plan.lineage}")

@@ -36,3 +36,22 @@ def test_delta_log_with_files_but_no_table_is_left_alone(spark, settings):
         main.ensure()
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
     assert f"{prefix}/_delta_log/something-unexpected.json" in keys
+
+
+def test_first_start_killed_mid_offsets_write_starts_cleanly(spark, settings, conf_dir):
+    """kill -9 while Spark writes offsets/0 leaves only a temp file; the next start must not trip over it."""
+    from ingest.adapters.hadoop_fs import HadoopFS
+    from ingest.config import load_pipeline
+    from ingest.pipeline import Pipeline
+    from ingest.produce import produce
+    from ingest.reconcile import reconcile
+    from tests.helpers import write_pipeline
+
+    config = load_pipeline(write_pipeline(conf_dir, pipeline_dict("delta")))
+    produce(config, settings, 500, seed=41, echo=print)
+    location = config.checkpoint_location(settings)
+    HadoopFS(spark).write_text(f"{location}/offsets/.0.2b1c.tmp", "v1\n{")
+    summary = Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+        install_signal_handlers=False)
+    assert summary.plan.action == "fresh" and summary.rows == 500
+    assert reconcile(config, settings, spark).exact
