@@ -7,6 +7,7 @@ that the table's recorded offsets win over a missing, stale or foreign checkpoin
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, UTC
@@ -53,13 +54,33 @@ def parse_offset_file(text: str) -> Offsets:
         raise ValueError(f"unparsable source offsets: {exc}") from None
 
 
+def parse_commit_file(text: str) -> dict:
+    """Spark commits/<batch>: 'v1' then a JSON object (e.g. {"nextBatchWatermarkMs":0})."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or not re.match(r"^v\d+$", lines[0]):
+        raise ValueError("not a Spark commit log entry (no version line)")
+    if len(lines) < 2:
+        raise ValueError("truncated commit log entry (version line only)")
+    try:
+        meta = json.loads(lines[1])
+    except json.JSONDecodeError as exc:
+        if lines[1].lstrip().startswith("{") and not lines[1].rstrip().endswith("}"):
+            raise ValueError("truncated commit log entry (metadata cut off)") from None
+        raise ValueError(f"unparsable commit metadata: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ValueError("commit metadata is not a JSON object")
+    return meta
+
+
 def _batch_ids(names: list[str]) -> list[int]:
     return sorted(int(n) for n in names if n.isdigit())
 
 
 def read_checkpoint(fs: FileOps, location: str) -> CheckpointState | None:
     """The checkpoint's committed and planned positions; None if there is no checkpoint (or no offsets yet).
-    Raises ValueError naming the file when an offsets entry is truncated or garbage."""
+    Raises ValueError naming the file when an entry Spark reads on restart (the newest offsets, the one before
+    it, the newest commit) is missing, truncated or garbage: `lakeline checkpoint repair` explains and fixes
+    those; a pipeline start rebuilds from the table's offsets instead."""
     offsets = _batch_ids(fs.list_names(f"{location}/offsets"))
     commits = _batch_ids(fs.list_names(f"{location}/commits"))
     lineage = fs.read_text(f"{location}/{LINEAGE_FILE}").strip() if fs.exists(f"{location}/{LINEAGE_FILE}") else None
@@ -70,9 +91,18 @@ def read_checkpoint(fs: FileOps, location: str) -> CheckpointState | None:
     def entry(batch: int) -> Offsets:
         try:
             return parse_offset_file(fs.read_text(f"{location}/offsets/{batch}"))
-        except ValueError as exc:
+        except (ValueError, UnicodeDecodeError) as exc:
             raise ValueError(f"{location}/offsets/{batch}: {exc}") from None
+        except FileNotFoundError:
+            raise ValueError(f"{location}/offsets/{batch}: missing (gap in the offsets log)") from None
 
+    if last_committed is not None:
+        try:
+            parse_commit_file(fs.read_text(f"{location}/commits/{last_committed}"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{location}/commits/{last_committed}: {exc}") from None
+    if offsets[-1] > offsets[0]:
+        entry(offsets[-1] - 1)  # Spark reads it as the previous batch's end
     committed_end = entry(last_committed) if last_committed is not None and last_committed in offsets else {}
     return CheckpointState(lineage, last_committed, committed_end, offsets[-1], entry(offsets[-1]))
 

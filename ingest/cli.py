@@ -65,19 +65,47 @@ def build_parser() -> argparse.ArgumentParser:
     _pipeline_arg(rec)
     rec.add_argument("--output", choices=["text", "json"], default="text")
 
-    ckpt = sub.add_parser("checkpoint", help="back up, verify or restore a pipeline's Spark checkpoint",
+    ckpt = sub.add_parser("checkpoint", help="back up, verify, restore or repair a pipeline's Spark checkpoint",
                           description="backup: copy the committed part of the checkpoint (consistent while the "
                                       "stream runs) to <warehouse>/_checkpoint_backups/<pipeline>/<batch>-<time>/ "
                                       "with a manifest of SHA-256 checksums; keeps checkpoint.keep_backups. "
                                       "verify: checksums, structure, and whether a start from the backup would "
                                       "resume or rebuild from the table's offsets. restore: refuses while the "
                                       "pipeline's heartbeat is fresh; moves the current checkpoint aside (never "
-                                      "deletes it) and restores the backup (default: the newest).")
-    ckpt.add_argument("action", choices=["backup", "verify", "restore", "list"])
+                                      "deletes it) and restores the backup (default: the newest). repair: finds "
+                                      "truncated, garbage or missing offsets/commits entries, gaps and leftovers, "
+                                      "explains them and what the next start will do; with --apply it moves the "
+                                      "damaged or uncommitted tail aside (or the whole checkpoint, when nothing "
+                                      "intact is left, so the next start rebuilds from the table's offsets). "
+                                      "list: the complete backups, oldest first.")
+    ckpt.add_argument("action", choices=["backup", "verify", "restore", "repair", "list"])
     _pipeline_arg(ckpt)
-    ckpt.add_argument("--backup", metavar="ID", help="backup id (default: the newest)")
-    ckpt.add_argument("--force", action="store_true", help="restore even if the heartbeat looks fresh")
+    ckpt.add_argument("--backup", metavar="ID", help="backup id for verify/restore (default: the newest)")
+    ckpt.add_argument("--apply", action="store_true",
+                      help="repair: carry out the fix (default: dry-run, report only; exit 3 if a fix is needed)")
+    ckpt.add_argument("--force", action="store_true",
+                      help="restore/repair even if the pipeline's heartbeat looks fresh")
     ckpt.add_argument("--output", choices=["text", "json"], default="text")
+
+    drill = sub.add_parser("drill", help="rehearse checkpoint recovery on a drill copy and verify it exactly",
+                           description="Runs recovery drills on a copy of the pipeline: its own topic, tables, "
+                                       "dead-letter table, checkpoint and backups under <warehouse>/_drills/"
+                                       "<pipeline>/<run>/ (Iceberg: namespace drill_<run>_<scenario>), never "
+                                       "production data. Each scenario produces events, runs real `lakeline "
+                                       "ingest` drivers, injects the fault, recovers with the checkpoint tools and "
+                                       "audits with reconcile. kill: kill -9 mid-stream; lose-checkpoint: delete "
+                                       "it; corrupt-checkpoint: truncate/garble entries, then `checkpoint repair`; "
+                                       "stale-restore: restore an old backup. Writes report.json under the drill "
+                                       f"prefix and .lakeline/drills/. Exit code {EXIT_NOT_EXACT} when any scenario "
+                                       "fails; a passed scenario's copy is removed, a failed one is kept.")
+    _pipeline_arg(drill)
+    drill.add_argument("--scenario", choices=["kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore", "all"],
+                       default="all", help="default: all")
+    drill.add_argument("--events", type=int, default=3000, help="events per production phase (default 3000)")
+    drill.add_argument("--batch-size", type=int, default=500,
+                       help="max offsets per micro-batch in the drill copy (default 500)")
+    drill.add_argument("--keep", action="store_true", help="keep every scenario's drill copy (default: only failed)")
+    drill.add_argument("--output", choices=["text", "json"], default="text")
 
     demo = sub.add_parser("demo", help="the main job end to end on the embedded defaults",
                           description="Starts the local stack, produces sample events (1% bad), ingests them into "
@@ -140,6 +168,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0 if report.exact else EXIT_NOT_EXACT
     if args.command == "checkpoint":
         return _checkpoint(args, config, settings)
+    if args.command == "drill":
+        from ingest.spark import build_spark
+        from maintenance.drill import SCENARIOS, Drill, format_report
+
+        drill = Drill(config, settings, build_spark(settings, "lakeline-drill"), events=args.events,
+                      batch_size=args.batch_size, echo=lambda msg: print(msg, file=sys.stderr))
+        report = drill.run(list(SCENARIOS) if args.scenario == "all" else [args.scenario], keep=args.keep)
+        print(json.dumps(report.to_json(), indent=2) if args.output == "json" else format_report(report))
+        return 0 if report.passed else EXIT_NOT_EXACT
     raise AssertionError(args.command)
 
 
@@ -185,8 +222,35 @@ def _checkpoint(args: argparse.Namespace, config, settings) -> int:
             for problem in report.problems:
                 print(f"  ! {problem}")
         return 0 if report.ok else EXIT_NOT_EXACT
+    if args.action == "repair":
+        return _repair(args, fs, location, table_record())
     checkpoints.restore(fs, root, args.backup, location, HEARTBEAT_STALE_SECONDS, force=args.force)
     return 0
+
+
+def _repair(args: argparse.Namespace, fs, location: str, table) -> int:
+    from ingest.pipeline import HEARTBEAT_STALE_SECONDS
+    from maintenance import checkpoint_repair, checkpoints
+
+    plan = checkpoint_repair.diagnose(fs, location, table)
+    moved = None
+    if args.apply and not plan.healthy:
+        checkpoints.ensure_not_running(fs, location, HEARTBEAT_STALE_SECONDS, force=args.force)
+        moved = checkpoint_repair.apply(fs, plan)
+    if args.output == "json":
+        print(json.dumps({**plan.to_json(), "applied": bool(moved), "moved_to": moved}, indent=2))
+    else:
+        print(f"checkpoint {location}: {plan.action} - {plan.explanation}")
+        for finding in plan.findings:
+            print(f"  {'!' if finding.blocking else '-'} {finding.path}: {finding.problem}: {finding.detail}")
+        for rel in plan.move:
+            print(f"  {'moved' if moved else 'would move'} aside: {rel}")
+        print(f"next start: {plan.next_start}")
+        if moved:
+            print(f"done; moved files are kept in {moved}")
+        elif not plan.healthy:
+            print("dry-run: nothing changed; run again with --apply to fix")
+    return 0 if plan.healthy or moved else EXIT_NOT_EXACT
 
 
 def _dev(args: argparse.Namespace) -> int:

@@ -190,15 +190,20 @@ def heartbeat_age(fs: BackupFS, checkpoint: str, now: datetime | None = None) ->
     return ((now or datetime.now(UTC)) - at).total_seconds()
 
 
-def restore(fs: BackupFS, backup_root: str, backup_id: str | None, checkpoint: str, stale_after: float,
-            force: bool = False, echo=print) -> Manifest:
-    """Replace the checkpoint with a verified backup. The current checkpoint is moved aside, never deleted.
-    Refuses while the pipeline's heartbeat is younger than `stale_after` seconds (unless `force`)."""
+def ensure_not_running(fs: BackupFS, checkpoint: str, stale_after: float, force: bool = False) -> None:
+    """Raise PipelineRunning while the pipeline's heartbeat is younger than `stale_after` seconds."""
     age = heartbeat_age(fs, checkpoint)
     if age is not None and age < stale_after and not force:
         raise PipelineRunning(f"{checkpoint}: the pipeline looks alive (heartbeat {age:.0f}s ago, limit "
                               f"{stale_after:.0f}s). Stop it first; if it was killed, wait {stale_after - age:.0f}s "
                               f"or pass --force.")
+
+
+def restore(fs: BackupFS, backup_root: str, backup_id: str | None, checkpoint: str, stale_after: float,
+            force: bool = False, echo=print) -> Manifest:
+    """Replace the checkpoint with a verified backup. The current checkpoint is moved aside, never deleted.
+    Refuses while the pipeline's heartbeat is younger than `stale_after` seconds (unless `force`)."""
+    ensure_not_running(fs, checkpoint, stale_after, force)
     manifest = load_manifest(fs, backup_root, backup_id)
     report = verify(fs, backup_root, manifest.backup_id, None)
     if not report.ok:

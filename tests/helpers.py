@@ -73,6 +73,7 @@ class LocalFS:
         self.write_bytes(path, text.encode())
 
     def rename(self, src: str, dst: str) -> None:
+        Path(dst).parent.mkdir(parents=True, exist_ok=True)
         Path(src).rename(dst)
 
     def delete(self, path: str) -> None:

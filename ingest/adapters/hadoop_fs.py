@@ -71,6 +71,7 @@ class HadoopFS:
     def rename(self, src: str, dst: str) -> None:
         jsrc, fs = self._path(src)
         jdst, _ = self._path(dst)
+        fs.mkdirs(jdst.getParent())  # S3A and HDFS refuse a rename into a missing parent
         if not fs.rename(jsrc, jdst):
             raise OSError(f"could not move {src} to {dst}")
 

@@ -67,6 +67,13 @@ class KafkaAdmin:
         future.result(timeout=self._timeout)
         return True
 
+    def delete_topic(self, topic: str) -> bool:
+        """Delete `topic` if it exists; returns True if it was deleted."""
+        if topic not in self._metadata().topics:
+            return False
+        self._admin.delete_topics([topic])[topic].result(timeout=self._timeout)
+        return True
+
     def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
         """partition -> (low, high): offsets [low, high) are currently in the log."""
         from confluent_kafka import Consumer, TopicPartition

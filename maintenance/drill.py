@@ -1,0 +1,413 @@
+"""`lakeline drill`: rehearse checkpoint recovery on a copy of a pipeline and prove it with reconcile.
+
+Each scenario runs on its own drill copy of the pipeline: its own topic (lakeline-drill.<run>.<pipeline>), and a
+warehouse under <warehouse>/_drills/<pipeline>/<run>/<scenario>/ holding the Delta tables, the checkpoint and its
+backups (Iceberg tables go to the namespace drill_<run>_<scenario>). A drill never touches production data.
+
+The pipeline runs as real `lakeline ingest` driver processes (so kill -9 is real). Scenarios:
+- kill:               kill -9 the driver mid-stream while events keep arriving, restart.
+- lose-checkpoint:    delete the checkpoint between runs, restart (rebuilds from the table's offsets).
+- corrupt-checkpoint: truncate the newest commits entry and garble the oldest offsets entry; `checkpoint repair`
+                      diagnoses and fixes; restart.
+- stale-restore:      back up the checkpoint, ingest more, restore the old backup, restart.
+Recovery seconds = from the fault to the first new commit reported by the restarted driver (JVM start included).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, UTC
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from ingest.config import PipelineConfig
+from ingest.errors import ConfigError, LakelineError
+from ingest.settings import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SCENARIOS = ("kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore")
+_COMMITTED = re.compile(r"\] batch (\d+): rows=(\d+) dead_letters=(\d+)")
+_REPLAYED = re.compile(r"\] batch (\d+): replayed")
+_START = re.compile(r"\] start: (\w+) \((.*)\); lineage")
+
+
+@dataclass
+class ScenarioReport:
+    scenario: str
+    format: str
+    produced: int = 0
+    rows: int = 0
+    dead_letters: int = 0
+    duplicates: int = 0
+    missing: int = 0
+    recovery_seconds: float | None = None
+    batches_replayed: int = 0
+    start_plan: str = ""          # what the restarted driver decided (resume | rebuild) and why
+    recovery: str = ""            # what was done between the fault and the restart
+    passed: bool = False
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    location: str = ""
+
+
+@dataclass
+class DrillReport:
+    pipeline: str
+    run_id: str
+    started_at: str
+    scenarios: list[ScenarioReport] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.scenarios) and all(s.passed for s in self.scenarios)
+
+    def to_json(self) -> dict:
+        return {"pipeline": self.pipeline, "run_id": self.run_id, "started_at": self.started_at,
+                "passed": self.passed, "scenarios": [asdict(s) for s in self.scenarios]}
+
+
+def format_report(report: DrillReport) -> str:
+    head = (f"{'scenario':<19} {'format':<8} {'produced':>8} {'rows':>7} {'dlq':>5} {'dup':>4} {'miss':>4} "
+            f"{'recovery_s':>10} {'replayed':>8}  start     result")
+    lines = [f"drill {report.run_id} of pipeline {report.pipeline}", head]
+    for s in report.scenarios:
+        recovery = "-" if s.recovery_seconds is None else f"{s.recovery_seconds:.1f}"
+        lines.append(f"{s.scenario:<19} {s.format:<8} {s.produced:>8} {s.rows:>7} {s.dead_letters:>5} "
+                     f"{s.duplicates:>4} {s.missing:>4} {recovery:>10} {s.batches_replayed:>8}  "
+                     f"{s.start_plan.split(':')[0]:<9} {'PASSED' if s.passed else 'FAILED'}")
+        lines += [f"    ! {problem}" for problem in s.problems]
+    lines.append(f"drill {'PASSED' if report.passed else 'FAILED'}")
+    return "\n".join(lines)
+
+
+@dataclass
+class IngestRun:
+    """A `lakeline ingest` driver process and its timestamped output lines."""
+
+    process: subprocess.Popen
+    log: Path
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    reader: threading.Thread | None = None
+
+    def committed(self, after: float = 0.0) -> list[float]:
+        """Times at which the driver reported a batch that wrote rows or dead letters."""
+        return [at for at, line in self.lines if at >= after and (m := _COMMITTED.search(line))
+                and int(m.group(2)) + int(m.group(3)) > 0]
+
+    @property
+    def replayed(self) -> int:
+        return sum(1 for _, line in self.lines if _REPLAYED.search(line))
+
+    @property
+    def start_plan(self) -> str:
+        for _, line in self.lines:
+            if m := _START.search(line):
+                return f"{m.group(1)}: {m.group(2)}"
+        return ""
+
+    def tail(self, count: int = 15) -> str:
+        return "".join(line for _, line in self.lines[-count:])
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+            raise LakelineError(f"drill: ingest run did not finish within {timeout:.0f}s (log {self.log})") from None
+        if self.reader:
+            self.reader.join(30)
+        return code
+
+
+@dataclass
+class DrillTarget:
+    """One scenario's isolated copy of the pipeline."""
+
+    scenario: str
+    config: PipelineConfig
+    settings: Settings
+    yaml_path: Path
+    work: Path
+    topic: str
+
+
+class Drill:
+    """Runs drill scenarios for one pipeline. `spark` serves reconcile and the checkpoint tools in this process."""
+
+    def __init__(self, config: PipelineConfig, settings: Settings, spark: "SparkSession",
+                 run_id: str | None = None, events: int = 3000, batch_size: int = 500, work_dir: Path | None = None,
+                 echo=print, seed: int | None = None):
+        if config.source.kind != "kafka":
+            raise ConfigError(f"pipeline {config.pipeline}: drills need a Kafka source (source.kind is "
+                              f"{config.source.kind!r})")
+        if events < 4 * batch_size:
+            raise ConfigError(f"drill: --events ({events}) must be at least 4 x the batch size ({batch_size}) so "
+                              "that faults land between batches")
+        self.config, self.settings, self.spark = config, settings, spark
+        self.run_id = run_id or datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + uuid.uuid4().hex[:4]
+        self.events, self.batch_size = events, batch_size
+        self.echo = echo
+        self.rng = random.Random(seed)
+        from infra.paths import state_dir
+
+        self.work_dir = (work_dir or state_dir() / "drills") / f"{config.pipeline}-{self.run_id}"
+        warehouse = settings.require("warehouse", "LAKELINE_WAREHOUSE", "place the drill's tables")
+        self.root = f"{warehouse}/_drills/{config.pipeline}/{self.run_id}"
+
+    # ---- setup / teardown ---------------------------------------------------------------------------------
+    def setup(self, scenario: str) -> DrillTarget:
+        """The drill copy of the pipeline for `scenario`: own topic, tables, checkpoint and backups."""
+        suffix = scenario.replace("-", "_")
+        data = self.config.model_dump(by_alias=True, mode="json")
+        name = f"{self.config.pipeline}_drill_{suffix}"
+        topic = f"lakeline-drill.{self.run_id}.{name}"
+        data["pipeline"] = name
+        data["source"].update(topics=[topic], topic_pattern=None, starting_offsets="earliest",
+                              max_offsets_per_trigger=self.batch_size)
+        data["sink"].update(location=None, namespace=f"drill_{self.run_id}_{suffix}")
+        data["checkpoint"].update(location=None, backup_location=None, keep_backups=3)
+        data["trigger"] = "processing-time=1s"
+        config = PipelineConfig.model_validate(data)
+        settings = self.settings.model_copy(update={"warehouse": f"{self.root}/{suffix}"})
+        work = self.work_dir / suffix
+        work.mkdir(parents=True, exist_ok=True)
+        path = work / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(config.model_dump(by_alias=True, mode="json", exclude_none=True),
+                                       sort_keys=False))
+        return DrillTarget(scenario, config, settings, path, work, topic)
+
+    def teardown(self, target: DrillTarget) -> None:
+        """Remove the drill copy: topic, Iceberg tables and namespace, and everything under its prefix."""
+        from ingest.adapters.hadoop_fs import HadoopFS
+        from ingest.adapters.kafka_admin import KafkaAdmin
+
+        KafkaAdmin(target.settings).delete_topic(target.topic)
+        if target.config.sink.format == "iceberg":
+            for table in (target.config.sink.table, target.config.sink.dead_letters):
+                self.spark.sql(f"DROP TABLE IF EXISTS {target.config.iceberg_identifier(target.settings, table)} "
+                               "PURGE")
+            self.spark.sql(f"DROP NAMESPACE IF EXISTS {target.settings.iceberg_catalog_name}."
+                           f"{target.config.sink.namespace}")
+        HadoopFS(self.spark).delete(target.settings.warehouse)
+
+    # ---- running the pipeline -----------------------------------------------------------------------------
+    def start_ingest(self, target: DrillTarget, trigger: str, role: str) -> IngestRun:
+        log = target.work / f"{role}.log"
+        env = {**os.environ, "LAKELINE_WAREHOUSE": target.settings.warehouse}
+        env.pop("LAKELINE_CRASH_AT", None)
+        process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline",
+                                    str(target.yaml_path), "--trigger", trigger],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        run = IngestRun(process, log)
+
+        started = time.monotonic()
+
+        def read() -> None:
+            with open(log, "w") as out:
+                for line in process.stdout:
+                    at = time.monotonic()
+                    run.lines.append((at, line))
+                    out.write(f"{at - started:8.2f}s {line}")
+
+        run.reader = threading.Thread(target=read, name=f"drill-{role}", daemon=True)
+        run.reader.start()
+        return run
+
+    def ingest(self, target: DrillTarget, role: str, timeout: float = 600) -> IngestRun:
+        """Run the pipeline to the end of the backlog (available-now); fails loudly on a non-zero exit."""
+        run = self.start_ingest(target, "available-now", role)
+        code = run.wait(timeout)
+        if code != 0:
+            raise LakelineError(f"drill {target.scenario}: `lakeline ingest` ({role}) exited {code}; log "
+                                f"{run.log}:\n{run.tail()}")
+        return run
+
+    def produce(self, target: DrillTarget, count: int, report: ScenarioReport, bad: dict) -> None:
+        from ingest.produce import produce
+
+        result = produce(target.config, target.settings, count, bad_ratio=0.01, seed=self.rng.randrange(1 << 30),
+                         partitions=2, echo=lambda _msg: None, record_dir=target.work)
+        report.produced += result.count
+        bad["total"] = bad.get("total", 0) + result.bad_total
+
+    # ---- scenarios ----------------------------------------------------------------------------------------
+    def run(self, scenarios: list[str], keep: bool = False) -> DrillReport:
+        """Run `scenarios` one after another; each one's drill copy is removed afterwards unless it failed
+        (kept for forensics) or `keep` is set."""
+        report = DrillReport(self.config.pipeline, self.run_id, datetime.now(UTC).isoformat(timespec="seconds"))
+        for scenario in scenarios:
+            if scenario not in SCENARIOS:
+                raise ConfigError(f"drill: unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+            target = self.setup(scenario)
+            self.echo(f"[drill {scenario}] {self.config.sink.format} copy at {target.settings.warehouse}, "
+                      f"topic {target.topic}")
+            result = self.run_scenario(target)
+            report.scenarios.append(result)
+            self.echo(f"[drill {scenario}] {'PASSED' if result.passed else 'FAILED'} in {result.seconds:.0f}s: "
+                      f"recovery {result.recovery_seconds}s, duplicates {result.duplicates}, missing "
+                      f"{result.missing}" + "".join(f"\n    ! {p}" for p in result.problems))
+            if result.passed and not keep:
+                self.teardown(target)
+            elif not result.passed:
+                self.echo(f"[drill {scenario}] kept for inspection: {target.settings.warehouse}, logs in "
+                          f"{target.work}")
+        self._write_report(report)
+        return report
+
+    def run_scenario(self, target: DrillTarget) -> ScenarioReport:
+        report = ScenarioReport(target.scenario, target.config.sink.format, location=target.settings.warehouse)
+        started = time.monotonic()
+        bad: dict = {}
+        body = {"kill": self._kill, "lose-checkpoint": self._lose_checkpoint,
+                "corrupt-checkpoint": self._corrupt_checkpoint, "stale-restore": self._stale_restore}
+        try:
+            fault_at, recovered = body[target.scenario](target, report, bad)
+            first = recovered.committed(after=fault_at)
+            if not first:
+                report.problems.append(f"the restarted driver reported no new commit (log {recovered.log})")
+            else:
+                report.recovery_seconds = round(first[0] - fault_at, 2)
+            report.batches_replayed = recovered.replayed
+            report.start_plan = recovered.start_plan
+            self._verify(target, report, bad.get("total", 0))
+        except LakelineError as exc:
+            report.problems.append(str(exc))
+        report.passed = not report.problems
+        report.seconds = round(time.monotonic() - started, 1)
+        return report
+
+    def _kill(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
+        self.produce(target, self.events, report, bad)
+        victim = self.start_ingest(target, "processing-time=1s", "1-victim")
+        deadline = time.monotonic() + 300
+        while len(victim.committed()) < 2:
+            if victim.process.poll() is not None:
+                raise LakelineError(f"drill kill: the driver exited ({victim.process.returncode}) before it could "
+                                    f"be killed; log {victim.log}:\n{victim.tail()}")
+            if time.monotonic() > deadline:
+                victim.process.kill()
+                raise LakelineError(f"drill kill: no commits within 300s; log {victim.log}")
+            time.sleep(0.2)
+        self.produce(target, self.events, report, bad)  # keeps arriving while the driver dies
+        time.sleep(self.rng.uniform(0.0, 2.0))          # land anywhere inside a batch
+        victim.process.send_signal(signal.SIGKILL)
+        fault_at = time.monotonic()
+        victim.wait(60)
+        report.recovery = f"kill -9 after {len(victim.committed())} committed batches; restart"
+        return fault_at, self.ingest(target, "2-recovery")
+
+    def _lose_checkpoint(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        self.produce(target, self.events, report, bad)
+        self.ingest(target, "1-initial")
+        self.produce(target, self.events // 2, report, bad)
+        HadoopFS(self.spark).delete(target.config.checkpoint_location(target.settings))
+        fault_at = time.monotonic()
+        report.recovery = "checkpoint deleted; restart (the pipeline rebuilds it from the table's offsets)"
+        recovered = self.ingest(target, "2-recovery")
+        if not recovered.start_plan.startswith("rebuild"):
+            report.problems.append(f"expected a rebuild after losing the checkpoint, got {recovered.start_plan!r}")
+        return fault_at, recovered
+
+    def _corrupt_checkpoint(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
+        from ingest.adapters.hadoop_fs import HadoopFS
+        from maintenance import checkpoint_repair
+
+        self.produce(target, self.events, report, bad)
+        self.ingest(target, "1-initial")
+        self.produce(target, self.events // 2, report, bad)
+        fs = HadoopFS(self.spark)
+        location = target.config.checkpoint_location(target.settings)
+        commits = sorted(int(n) for n in fs.list_names(f"{location}/commits") if n.isdigit())
+        if len(commits) < 4:
+            raise LakelineError(f"drill corrupt-checkpoint: only {len(commits)} committed batches; need 4")
+        # A crash mid-write on a store without atomic rename leaves an empty newest entry; bit rot garbles an old one.
+        fs.write_text(f"{location}/commits/{commits[-1]}", "")
+        fs.write_text(f"{location}/offsets/{commits[0]}", "\x00garbage\x00")
+        fault_at = time.monotonic()
+        table = self._table_commit(target)
+        plan = checkpoint_repair.diagnose(fs, location, table)
+        found = {(f.path, f.problem) for f in plan.findings}
+        for expected in ((f"commits/{commits[-1]}", "truncated"), (f"offsets/{commits[0]}", "garbage")):
+            if expected not in found:
+                report.problems.append(f"repair did not detect {expected[0]} ({expected[1]}); found {sorted(found)}")
+        moved = checkpoint_repair.apply(fs, plan)
+        after = checkpoint_repair.diagnose(fs, location, table)
+        if not after.healthy:
+            report.problems.append(f"checkpoint still needs repair after --apply: {after.explanation}")
+        report.recovery = f"repair: {plan.action} ({plan.explanation}); moved to {moved}; restart"
+        return fault_at, self.ingest(target, "2-recovery")
+
+    def _stale_restore(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
+        from ingest.adapters.hadoop_fs import HadoopFS
+        from ingest.pipeline import HEARTBEAT_STALE_SECONDS
+        from maintenance import checkpoints
+
+        fs = HadoopFS(self.spark)
+        location = target.config.checkpoint_location(target.settings)
+        root = target.config.backup_location(target.settings)
+        self.produce(target, self.events, report, bad)
+        self.ingest(target, "1-initial")
+        manifest = checkpoints.backup(fs, location, root, target.config.pipeline, self._table_commit(target),
+                                      keep=3, echo=lambda _msg: None)
+        self.produce(target, self.events, report, bad)
+        self.ingest(target, "2-after-backup")
+        self.produce(target, self.events // 2, report, bad)
+        fault_at = time.monotonic()
+        checkpoints.restore(fs, root, manifest.backup_id, location, HEARTBEAT_STALE_SECONDS,
+                            echo=lambda _msg: None)
+        report.recovery = f"restored backup {manifest.backup_id} (batch {manifest.last_committed_batch}); restart"
+        recovered = self.ingest(target, "3-recovery")
+        if not recovered.start_plan.startswith("rebuild"):
+            report.problems.append(f"expected a rebuild from a stale backup, got {recovered.start_plan!r}")
+        return fault_at, recovered
+
+    # ---- verification -------------------------------------------------------------------------------------
+    def _table_commit(self, target: DrillTarget):
+        from ingest.sinks import sinks_for
+
+        return sinks_for(self.spark, target.config, target.settings)[0].last_commit()
+
+    def _verify(self, target: DrillTarget, report: ScenarioReport, bad_total: int) -> None:
+        from ingest.reconcile import reconcile
+
+        audit = reconcile(target.config, target.settings, self.spark)
+        report.rows, report.dead_letters = audit.rows, audit.dead_letters
+        report.duplicates, report.missing = audit.duplicates, audit.missing
+        if not audit.exact:
+            report.problems.append(f"not exact: {audit.duplicates} duplicates, {audit.missing} missing "
+                                   f"(samples {audit.duplicate_sample[:3]} {audit.missing_sample[:3]})")
+        if audit.produced != report.produced:
+            report.problems.append(f"the topic holds {audit.produced} records, the drill produced {report.produced}")
+        if audit.rows + audit.dead_letters != report.produced:
+            report.problems.append(f"rows {audit.rows} + dead letters {audit.dead_letters} != produced "
+                                   f"{report.produced}")
+        if audit.dead_letters != bad_total:
+            report.problems.append(f"{audit.dead_letters} dead letters, {bad_total} bad records produced")
+        if not (audit.ranges_contiguous and audit.ranges_non_overlapping):
+            report.problems.append("committed offset ranges: " + "; ".join(audit.range_problems[:3]))
+
+    def _write_report(self, report: DrillReport) -> None:
+        import json
+
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        text = json.dumps(report.to_json(), indent=2)
+        HadoopFS(self.spark).write_text(f"{self.root}/report.json", text)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "report.json").write_text(text)
