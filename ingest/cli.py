@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ingest.errors import LakelineError
+from ingest.errors import ConfigError, LakelineError
 
 EXIT_USAGE = 2
 EXIT_NOT_EXACT = 3
@@ -105,7 +105,22 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--batch-size", type=int, default=500,
                        help="max offsets per micro-batch in the drill copy (default 500)")
     drill.add_argument("--keep", action="store_true", help="keep every scenario's drill copy (default: only failed)")
+    drill.add_argument("--run-id", help="name of this drill run (letters and digits; default: UTC time + random); "
+                                        "a scheduler passes a stable id so a retry reuses the same names")
+    drill.add_argument("--cleanup", action="store_true",
+                       help="only remove every scenario's drill copy of --run-id (topics, tables, prefix), then exit")
     drill.add_argument("--output", choices=["text", "json"], default="text")
+
+    fresh = sub.add_parser("freshness", help="check a table against its pipeline's freshness SLA",
+                           description="Stale when records are waiting in the source and the table's newest "
+                                       "commit is older than freshness.max_staleness, or when more than "
+                                       "freshness.max_lag_records are waiting (both from the pipeline YAML). An "
+                                       f"idle, fully ingested source is fresh. Exit code {EXIT_NOT_EXACT} when "
+                                       "breached.")
+    _pipeline_arg(fresh)
+    fresh.add_argument("--as-of", metavar="ISO-8601", help="the moment judged (default: now); Airflow passes the "
+                                                            "run's data interval end")
+    fresh.add_argument("--output", choices=["text", "json"], default="text")
 
     demo = sub.add_parser("demo", help="the main job end to end on the embedded defaults",
                           description="Starts the local stack, produces sample events (1% bad), ingests them into "
@@ -168,12 +183,40 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0 if report.exact else EXIT_NOT_EXACT
     if args.command == "checkpoint":
         return _checkpoint(args, config, settings)
+    if args.command == "freshness":
+        from datetime import datetime, UTC
+
+        from ingest.spark import build_spark
+        from maintenance.freshness import check
+
+        try:
+            as_of = datetime.fromisoformat(args.as_of) if args.as_of else datetime.now(UTC)
+        except ValueError:
+            raise ConfigError(f"--as-of {args.as_of!r} is not an ISO-8601 time") from None
+        if as_of.tzinfo is None:
+            raise ConfigError(f"--as-of {args.as_of!r}: give a time zone, e.g. 2026-11-22T10:00:00+00:00")
+        report = check(config, settings, build_spark(settings, "lakeline-freshness"), as_of)
+        if args.output == "json":
+            print(json.dumps(report.to_json(), indent=2))
+        else:
+            print(f"{report.pipeline}: {'FRESH' if report.ok else 'STALE'} as of {report.as_of}; newest commit "
+                  f"{report.last_commit_at or 'none'}, lag {report.lag_records:,} records")
+            for problem in report.problems:
+                print(f"  ! {problem}")
+        return 0 if report.ok else EXIT_NOT_EXACT
     if args.command == "drill":
         from ingest.spark import build_spark
         from maintenance.drill import SCENARIOS, Drill, format_report
 
         drill = Drill(config, settings, build_spark(settings, "lakeline-drill"), events=args.events,
-                      batch_size=args.batch_size, echo=lambda msg: print(msg, file=sys.stderr))
+                      batch_size=args.batch_size, run_id=args.run_id, echo=lambda msg: print(msg, file=sys.stderr))
+        if args.cleanup:
+            if not args.run_id:
+                raise ConfigError("drill --cleanup needs --run-id (the run whose copies to remove)")
+            removed = drill.cleanup()
+            print(json.dumps({"run_id": drill.run_id, "removed": removed}) if args.output == "json"
+                  else f"drill {drill.run_id}: removed {', '.join(removed) or 'nothing (no copies left)'}")
+            return 0
         report = drill.run(list(SCENARIOS) if args.scenario == "all" else [args.scenario], keep=args.keep)
         print(json.dumps(report.to_json(), indent=2) if args.output == "json" else format_report(report))
         return 0 if report.passed else EXIT_NOT_EXACT
@@ -208,9 +251,14 @@ def _checkpoint(args: argparse.Namespace, config, settings) -> int:
         return 0
     if args.action == "backup":
         manifest = checkpoints.backup(fs, location, root, config.pipeline, table_record(),
-                                      config.checkpoint.keep_backups)
-        print(f"backup {manifest.backup_id}: batch {manifest.last_committed_batch}, {len(manifest.files)} files, "
-              f"{manifest.bytes:,} bytes -> {root}/{manifest.backup_id}")
+                                      config.checkpoint.keep_backups, echo=lambda msg: print(msg, file=sys.stderr))
+        if args.output == "json":
+            print(json.dumps({"backup_id": manifest.backup_id, "location": f"{root}/{manifest.backup_id}",
+                              "last_committed_batch": manifest.last_committed_batch, "files": len(manifest.files),
+                              "bytes": manifest.bytes, "kept": checkpoints.list_backups(fs, root)}, indent=2))
+        else:
+            print(f"backup {manifest.backup_id}: batch {manifest.last_committed_batch}, {len(manifest.files)} "
+                  f"files, {manifest.bytes:,} bytes -> {root}/{manifest.backup_id}")
         return 0
     if args.action == "verify":
         report = checkpoints.verify(fs, root, args.backup, table_record())

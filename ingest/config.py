@@ -122,6 +122,19 @@ class Checkpoint(_Strict):
     keep_backups: Annotated[int, Field(ge=1)] = 5
 
 
+class Freshness(_Strict):
+    # Breached when records are waiting in the source and the newest commit is older than this...
+    max_staleness: str = "15m"
+    # ...or when more than this many records are waiting (unset: no lag limit).
+    max_lag_records: Annotated[int, Field(gt=0)] | None = None
+
+    @field_validator("max_staleness")
+    @classmethod
+    def _valid_duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
 class PipelineConfig(_Strict):
     pipeline: str
     source: Annotated[KafkaSource | KinesisSource, Field(discriminator="kind")]
@@ -129,6 +142,7 @@ class PipelineConfig(_Strict):
     sink: Sink
     checkpoint: Checkpoint = Checkpoint()
     trigger: str = "processing-time=5s"
+    freshness: Freshness = Freshness()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -181,6 +195,17 @@ class PipelineConfig(_Strict):
             return self.checkpoint.location.rstrip("/")
         warehouse = settings.require("warehouse", "LAKELINE_WAREHOUSE", "locate the checkpoint")
         return f"{warehouse}/_checkpoints/{self.pipeline}"
+
+
+_DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
+
+
+def parse_duration(value: str) -> float:
+    """'90s', '15m', '6h', '7d' -> seconds."""
+    match = _DURATION.match(value.strip())
+    if not match:
+        raise ValueError(f"duration {value!r} must be <N>s, <N>m, <N>h or <N>d (e.g. 15m)")
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
 def parse_trigger(value: str) -> tuple[str, float | None]:

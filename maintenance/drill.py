@@ -158,6 +158,8 @@ class Drill:
             raise ConfigError(f"drill: --events ({events}) must be at least 4 x the batch size ({batch_size}) so "
                               "that faults land between batches")
         self.config, self.settings, self.spark = config, settings, spark
+        if run_id is not None and not re.fullmatch(r"[a-z0-9]{1,40}", run_id):
+            raise ConfigError(f"drill: run id {run_id!r} must be 1-40 lowercase letters and digits")
         self.run_id = run_id or datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + uuid.uuid4().hex[:4]
         self.events, self.batch_size = events, batch_size
         self.echo = echo
@@ -203,6 +205,23 @@ class Drill:
             self.spark.sql(f"DROP NAMESPACE IF EXISTS {target.settings.iceberg_catalog_name}."
                            f"{target.config.sink.namespace}")
         HadoopFS(self.spark).delete(target.settings.warehouse)
+
+    def cleanup(self) -> list[str]:
+        """Remove the drill copies of every scenario of this run (setup of a retried run, and teardown)."""
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        fs, removed = HadoopFS(self.spark), []
+        for scenario in SCENARIOS:
+            target = self.setup(scenario)
+            if fs.exists(target.settings.warehouse) or self._topic_exists(target):
+                self.teardown(target)
+                removed.append(scenario)
+        return removed
+
+    def _topic_exists(self, target: DrillTarget) -> bool:
+        from ingest.adapters.kafka_admin import KafkaAdmin
+
+        return target.topic in KafkaAdmin(target.settings).topics()
 
     # ---- running the pipeline -----------------------------------------------------------------------------
     def start_ingest(self, target: DrillTarget, trigger: str, role: str) -> IngestRun:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Protocol
 from ingest.commits import CommitRecord
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -27,6 +29,9 @@ class TableSink(Protocol):
 
     def last_commit(self) -> CommitRecord | None:
         """This pipeline's newest commit record on the table's current lineage of versions/snapshots."""
+
+    def last_commit_time(self) -> "datetime | None":
+        """When this pipeline's newest commit landed, by the table's own clock (UTC)."""
 
     def append(self, frame: "DataFrame", record: CommitRecord) -> None:
         """Append `frame` atomically with `record` in the same commit; a replay of the same

@@ -3,6 +3,7 @@ in commitInfo.userMetadata."""
 
 from __future__ import annotations
 
+from datetime import datetime, UTC
 from typing import TYPE_CHECKING
 
 from ingest.commits import CommitRecord
@@ -63,6 +64,16 @@ class DeltaSink:
     def last_commit(self) -> CommitRecord | None:
         recent = self._records(_RECENT) or self._records(None)
         return recent[-1][1] if recent else None
+
+    def last_commit_time(self) -> datetime | None:
+        from delta.tables import DeltaTable
+
+        rows = (DeltaTable.forPath(self.spark, self.location).history(_RECENT)
+                .selectExpr("CAST(timestamp AS DOUBLE) AS epoch", "userMetadata")
+                .where("userMetadata IS NOT NULL").collect())
+        times = [row["epoch"] for row in rows
+                 if (record := CommitRecord.from_json(row["userMetadata"])) and record.pipeline == self.pipeline]
+        return datetime.fromtimestamp(max(times), UTC) if times else None
 
     def append(self, frame: "DataFrame", record: CommitRecord) -> None:
         (frame.write.format("delta").mode("append")

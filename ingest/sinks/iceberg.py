@@ -3,6 +3,7 @@ pipeline checks the newest record on the current snapshot lineage, so a replayed
 
 from __future__ import annotations
 
+from datetime import datetime, UTC
 from typing import TYPE_CHECKING
 
 from ingest.commits import COMMIT_KEY, CommitRecord
@@ -43,6 +44,15 @@ class IcebergSink:
     def last_commit(self) -> CommitRecord | None:
         records = self.commits()
         return records[-1] if records else None
+
+    def last_commit_time(self) -> datetime | None:
+        rows = self.spark.sql(
+            f"SELECT CAST(s.committed_at AS DOUBLE) AS epoch, s.summary['{COMMIT_KEY}'] AS record "
+            f"FROM {self.identifier}.snapshots s WHERE s.summary['{COMMIT_KEY}'] IS NOT NULL "
+            f"ORDER BY s.committed_at DESC LIMIT 200").collect()
+        times = [row["epoch"] for row in rows
+                 if (record := CommitRecord.from_json(row["record"])) and record.pipeline == self.pipeline]
+        return datetime.fromtimestamp(max(times), UTC) if times else None
 
     def append(self, frame: "DataFrame", record: CommitRecord) -> None:
         frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()

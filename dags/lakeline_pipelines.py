@@ -1,0 +1,120 @@
+"""Airflow DAGs for every pipeline declared in conf/pipelines/*.yaml (adding a file adds its DAGs):
+
+- lakeline_checkpoint_backup__<pipeline>: every 15 minutes, back up the checkpoint (keeps checkpoint.keep_backups),
+  then verify the new backup.
+- lakeline_drill__<pipeline>: weekly recovery drill; setup (clear leftovers of this run) -> drill -> teardown
+  (always runs). The run fails when a scenario fails; the report is an XCom and in the log.
+- lakeline_freshness: every 10 minutes, each pipeline's table against its `freshness:` SLA, judged as of the
+  run's data interval end; fails (alerts) when any is stale.
+
+Wiring only: the steps live in maintenance.tasks. At import this reads the YAML under LAKELINE_CONF_DIR (default
+the repo's conf/) and nothing else: no network, no Spark, no Variables.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from ingest.config import load_pipeline
+from maintenance import tasks
+
+CONF_DIR = Path(os.environ.get("LAKELINE_CONF_DIR") or Path(__file__).resolve().parent.parent / "conf")
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
+                "retry_exponential_backoff": True}
+
+
+def pipeline_files() -> dict[str, str]:
+    """pipeline name -> YAML path, for every valid pipeline file (an invalid one fails the import, naming it)."""
+    return {load_pipeline(path).pipeline: str(path) for path in sorted((CONF_DIR / "pipelines").glob("*.yaml"))}
+
+
+def _as_of(context) -> pendulum.DateTime:
+    """The moment this run stands for: its data interval end, or (manual runs) when it was due to run."""
+    return context.get("data_interval_end") or context["dag_run"].run_after
+
+
+def backup_dag(name: str, path: str):
+    @dag(dag_id=f"lakeline_checkpoint_backup__{name}", schedule=timedelta(minutes=15), start_date=START,
+         catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "checkpoint", name],
+         doc_md=f"Back up and verify the checkpoint of pipeline `{name}` (`{path}`).")
+    def checkpoint_backup():
+        @task
+        def backup() -> dict:
+            return tasks.backup_checkpoint(path)
+
+        @task
+        def verify(made: dict) -> dict:
+            return tasks.verify_backup(path, made["backup_id"])
+
+        verify(backup())
+
+    return checkpoint_backup()
+
+
+def drill_dag(name: str, path: str):
+    @dag(dag_id=f"lakeline_drill__{name}", schedule="@weekly", start_date=START, catchup=False, max_active_runs=1,
+         default_args={**DEFAULT_ARGS, "retries": 0}, tags=["lakeline", "drill", name],
+         params={"scenario": Param("all", enum=["all", "kill", "lose-checkpoint", "corrupt-checkpoint",
+                                                "stale-restore"]),
+                 "events": Param(3000, type="integer", minimum=400)},
+         doc_md=f"Recovery drill of pipeline `{name}` on an isolated copy; see `lakeline drill --help`.")
+    def recovery_drill():
+        @task
+        def prepare() -> str:
+            run_id = tasks.drill_run_id(get_current_context()["dag_run"].run_id)
+            tasks.drill_cleanup(path, run_id)  # a retried run starts from a clean slate
+            return run_id
+
+        @task
+        def run_drill(run_id: str) -> dict:
+            context = get_current_context()
+            result = tasks.drill(path, run_id, context["params"]["scenario"], int(context["params"]["events"]))
+            context["ti"].xcom_push(key="report", value=result.output)
+            if result.code != 0:
+                failed = [s["scenario"] for s in (result.output or {}).get("scenarios", []) if not s["passed"]]
+                raise AirflowFailException(f"drill {run_id} failed: scenarios {failed or '?'}; report: "
+                                           f"{result.output}")
+            return result.output
+
+        @task
+        def remove(run_id: str) -> dict:
+            return tasks.drill_cleanup(path, run_id)
+
+        run_id = prepare()
+        teardown = remove(run_id)
+        run_drill(run_id) >> teardown.as_teardown(setups=run_id)
+
+    return recovery_drill()
+
+
+def freshness_dag(pipelines: dict[str, str]):
+    @dag(dag_id="lakeline_freshness", schedule="*/10 * * * *", start_date=START, catchup=False, max_active_runs=1,
+         default_args={**DEFAULT_ARGS, "retries": 0}, tags=["lakeline", "freshness"],
+         doc_md="Each pipeline's table against its `freshness:` SLA (pipeline YAML), as of the data interval end.")
+    def freshness():
+        @task
+        def check(path: str) -> dict:
+            result = tasks.freshness(path, _as_of(get_current_context()))
+            if result.code != 0:
+                raise AirflowFailException(f"STALE: {result.output['pipeline']}: "
+                                           f"{'; '.join(result.output['problems'])}")
+            return result.output
+
+        check.expand(path=sorted(pipelines.values()))
+
+    return freshness()
+
+
+PIPELINES = pipeline_files()
+for _name, _path in PIPELINES.items():
+    backup_dag(_name, _path)
+    drill_dag(_name, _path)
+if PIPELINES:
+    freshness_dag(PIPELINES)

@@ -1,0 +1,137 @@
+"""What the Airflow tasks run, importable and testable without Airflow.
+
+Each step is one `lakeline ... --output json` command in its own process, so Spark never runs inside the Airflow
+worker. LAKELINE_TASK_LAUNCHER picks how: `local` (default: `python -m ingest.cli` beside the worker, Spark
+master from LAKELINE_SPARK_MASTER, default local[2]) or `spark-submit` (LAKELINE_SPARK_SUBMIT, default
+`spark-submit`, against --master LAKELINE_SPARK_MASTER, in client mode). Endpoints and secrets reach the command
+through the environment (or LAKELINE_ENV_FILE), never through task arguments or logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from ingest.errors import ConfigError, LakelineError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXIT_FAILED_CHECK = 3  # the `lakeline` exit code for a check that ran and failed (drill, freshness, verify)
+
+
+@dataclass
+class CommandResult:
+    args: list[str]
+    code: int
+    output: dict | None     # the command's JSON report, when it printed one
+    stderr_tail: str
+
+
+class TaskFailed(LakelineError):
+    """A lakeline command failed; the message carries its exit code and the end of its log."""
+
+
+def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> list[str]:
+    """The command line for `lakeline <args>` under the configured launcher."""
+    env = os.environ if environ is None else environ
+    launcher = env.get("LAKELINE_TASK_LAUNCHER", "local")
+    if launcher == "local":
+        return [sys.executable, "-m", "ingest.cli", *args]
+    if launcher == "spark-submit":
+        master = env.get("LAKELINE_SPARK_MASTER")
+        if not master:
+            raise ConfigError("LAKELINE_TASK_LAUNCHER=spark-submit needs LAKELINE_SPARK_MASTER (e.g. "
+                              "spark://host:7077 or yarn)")
+        return [env.get("LAKELINE_SPARK_SUBMIT", "spark-submit"), "--master", master, "--deploy-mode", "client",
+                str(REPO_ROOT / "ingest" / "cli.py"), *args]
+    raise ConfigError(f"LAKELINE_TASK_LAUNCHER={launcher!r}: use local or spark-submit")
+
+
+def run_lakeline(args: list[str], echo: Callable[[str], None] = print, timeout: float | None = None,
+                 allowed_codes: tuple[int, ...] = (0,)) -> CommandResult:
+    """Run `lakeline <args>`, stream its log lines to `echo`, and parse the JSON it prints on stdout.
+    Raises TaskFailed for an exit code outside `allowed_codes`."""
+    command = lakeline_command(args)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               cwd=REPO_ROOT)
+    tail: list[str] = []
+
+    def pump() -> None:
+        for line in process.stderr:
+            line = line.rstrip()
+            if line and not line.startswith(("WARNING: Using incubator", "SLF4J:")):
+                echo(line)
+                tail.append(line)
+                del tail[:-40]
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        stdout, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise TaskFailed(f"`lakeline {' '.join(args)}` did not finish within {timeout:.0f}s") from None
+    reader.join(10)
+    output = _json_document(stdout)
+    for line in stdout.splitlines() if output is None else []:
+        echo(line)
+    result = CommandResult(args, process.returncode, output, "\n".join(tail))
+    if process.returncode not in allowed_codes:
+        raise TaskFailed(f"`lakeline {' '.join(args)}` exited {process.returncode}:\n{result.stderr_tail[-3000:]}")
+    return result
+
+
+def _json_document(stdout: str) -> dict | None:
+    start = stdout.find("{")
+    if start < 0:
+        return None
+    try:
+        value = json.loads(stdout[start:])
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ---- the steps the DAGs wire together ------------------------------------------------------------------------
+def backup_checkpoint(pipeline: str, echo=print) -> dict:
+    return run_lakeline(["checkpoint", "backup", "--pipeline", pipeline, "--output", "json"], echo).output
+
+
+def verify_backup(pipeline: str, backup_id: str, echo=print) -> dict:
+    result = run_lakeline(["checkpoint", "verify", "--pipeline", pipeline, "--backup", backup_id, "--output",
+                           "json"], echo, allowed_codes=(0, EXIT_FAILED_CHECK))
+    if result.code != 0:
+        raise TaskFailed(f"backup {backup_id} failed verification: {result.output}")
+    return result.output
+
+
+def drill_run_id(scheduler_run_id: str) -> str:
+    """A stable drill run id for a scheduler run (the same on every retry of that run)."""
+    return "af" + hashlib.sha1(scheduler_run_id.encode()).hexdigest()[:12]
+
+
+def drill_cleanup(pipeline: str, run_id: str, echo=print) -> dict:
+    return run_lakeline(["drill", "--pipeline", pipeline, "--run-id", run_id, "--cleanup", "--output", "json"],
+                        echo).output
+
+
+def drill(pipeline: str, run_id: str, scenario: str = "all", events: int = 3000, echo=print) -> CommandResult:
+    """Run the drill; the result's code is EXIT_FAILED_CHECK (with the report) when a scenario failed."""
+    return run_lakeline(["drill", "--pipeline", pipeline, "--run-id", run_id, "--scenario", scenario, "--events",
+                         str(events), "--keep", "--output", "json"], echo, allowed_codes=(0, EXIT_FAILED_CHECK))
+
+
+def freshness(pipeline: str, as_of: datetime, echo=print) -> CommandResult:
+    if as_of.tzinfo is None:
+        raise ConfigError("freshness: as_of needs a time zone")
+    return run_lakeline(["freshness", "--pipeline", pipeline, "--as-of", as_of.isoformat(), "--output", "json"],
+                        echo, allowed_codes=(0, EXIT_FAILED_CHECK))

@@ -1,0 +1,17 @@
+"""Session-wide settings that must exist before anything imports Airflow: a throwaway AIRFLOW_HOME (SQLite
+metadata DB), no example DAGs, and the repo's dags/ as the DAGs folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="lakeline-airflow-")
+os.environ.update({
+    "AIRFLOW_HOME": _AIRFLOW_HOME,
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+})
