@@ -135,3 +135,19 @@ def freshness(pipeline: str, as_of: datetime, echo=print) -> CommandResult:
         raise ConfigError("freshness: as_of needs a time zone")
     return run_lakeline(["freshness", "--pipeline", pipeline, "--as-of", as_of.isoformat(), "--output", "json"],
                         echo, allowed_codes=(0, EXIT_FAILED_CHECK))
+
+
+def table_health(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:
+    return run_lakeline(["health", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
+                         "json"], echo).output
+
+
+def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool, echo=print) -> dict:
+    return run_lakeline(["compact", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
+                         "json", *(["--dry-run"] if dry_run else [])], echo).output
+
+
+def retain(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:
+    """Scheduled retention deletes (within the table file's guards); `lakeline retain` alone is a dry run."""
+    return run_lakeline(["retain", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--delete",
+                         "--output", "json"], echo).output

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-_RECENT = 200  # history entries scanned before falling back to the full log
+_NEWEST = 5     # history entries scanned first
+_RECENT = 200  # then these, before falling back to the full log
 
 
 class DeltaSink:
@@ -62,7 +63,9 @@ class DeltaSink:
         return [record for _, record in self._records(None)]
 
     def last_commit(self) -> CommitRecord | None:
-        recent = self._records(_RECENT) or self._records(None)
+        # history(n) reads n commit files; the pipeline's newest commit is nearly always among the last few
+        # (compaction and retention commits interleave rarely), so widen only when it is not.
+        recent = self._records(_NEWEST) or self._records(_RECENT) or self._records(None)
         return recent[-1][1] if recent else None
 
     def last_commit_time(self) -> datetime | None:
