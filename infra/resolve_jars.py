@@ -71,6 +71,45 @@ def resolve(kind: str, target: Path, python: str) -> None:
     print(f"[setup] jars/{kind}: {len(list(target.glob('*.jar')))} jars in {target}")
 
 
+LOGSTORE_SOURCE = REPO_ROOT / "infra" / "logstore"
+LOGSTORE_JAR = "lakeline-delta-logstore.jar"
+
+
+def build_logstore(spark_dir: Path, python: str) -> None:
+    """Compile Lakeline's multi-driver-safe Delta LogStore for S3 (infra/logstore, see ARCHITECTURE.md) into
+    <spark jars>/lakeline-delta-logstore.jar, against the resolved Spark/Delta/Hadoop jars. Skipped when the
+    sources have not changed."""
+    import tempfile
+    import zipfile
+
+    sources = sorted(LOGSTORE_SOURCE.rglob("*.java"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    stamp, target = spark_dir / ".logstore-stamp", spark_dir / LOGSTORE_JAR
+    if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
+        print(f"[setup] jars/spark: {LOGSTORE_JAR} up to date")
+        return
+    if shutil.which("javac") is None:
+        sys.exit("[setup] javac not found: install a JDK 17+ (Debian: openjdk-17-jdk-headless) and re-run.")
+    pyspark_jars = subprocess.run(
+        [python, "-c", "import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    classpath = os.pathsep.join([str(p) for p in spark_dir.glob("*.jar") if p.name != LOGSTORE_JAR]
+                                + [os.path.join(pyspark_jars, "*")])
+    with tempfile.TemporaryDirectory() as out:
+        result = subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", classpath, "-d", out,
+                                 *map(str, sources)], capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"[setup] could not compile infra/logstore:\n{result.stderr[-2000:]}")
+        partial = target.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: lakeline infra/setup.sh\n")
+            for path in sorted(Path(out).rglob("*.class")):
+                jar.write(path, path.relative_to(out).as_posix())
+        partial.rename(target)
+    stamp.write_text(digest)
+    print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore for s3a://)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="the venv's python (to find pyspark's bundled jars)")
@@ -78,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for kind in args.kind or KINDS:
         resolve(kind, REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
+        if kind == "spark":
+            build_logstore(REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
 
 
 if __name__ == "__main__":

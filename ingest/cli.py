@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                             "run's data interval end")
     fresh.add_argument("--output", choices=["text", "json"], default="text")
 
+    _maintenance_parsers(sub)
+
     demo = sub.add_parser("demo", help="the main job end to end on the embedded defaults",
                           description="Starts the local stack, produces sample events (1% bad), ingests them into "
                                       "a Delta and an Iceberg table (available-now), and prints the reconcile "
@@ -130,6 +132,105 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--bad-ratio", type=float, default=0.01, help="share of bad records (default 0.01)")
     demo.add_argument("--down", action="store_true", help="stop the local stack at the end")
     return parser
+
+
+def _maintenance_parsers(sub) -> None:
+    """health / compact / retain: table maintenance driven by conf/tables/<name>.yaml (see conf/README.md)."""
+    def table_args(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--table", required=True, metavar="NAME",
+                            help="table name (conf/tables/NAME.yaml under --conf-dir) or a path to a table YAML")
+        parser.add_argument("--conf-dir", default="conf", metavar="DIR", help="configuration folder (default conf)")
+        parser.add_argument("--output", choices=["text", "json"], default="text")
+        parser.add_argument("--now", metavar="ISO", help="the moment decisions are made for, e.g. the DAG run's "
+                                                        "data interval end (default: the current UTC time)")
+
+    health = sub.add_parser("health", help="measure a table: files, sizes and small files per partition",
+                            description="Per partition: file count, bytes, size histogram (share of the target "
+                                        "file size) and small-file ratio. Table: versions/snapshots retained, log or "
+                                        "metadata size, oldest retained version, time since the last compaction.")
+    table_args(health)
+    health.add_argument("--plot", metavar="FILE.png", help="write a PNG of the file-size distribution")
+    health.add_argument("--compare", metavar="HEALTH.json", help="with --plot: an earlier `health --output json "
+                                                                 "--save-sizes` run, drawn as 'before'")
+    health.add_argument("--save-sizes", action="store_true", help="include every file size in the JSON output")
+
+    compact = sub.add_parser("compact", help="compact the partitions the table's policy selects",
+                             description="Compacts only partitions over threshold (min_small_files and "
+                                         "small_file_ratio), newest first, up to max_bytes_per_run, skipping the "
+                                         "partition the stream is writing (hot_partition_window) unless "
+                                         "--include-hot. Delta: OPTIMIZE (ZORDER BY with zorder_by); Iceberg: "
+                                         "rewrite_data_files then rewrite_manifests. Each partition commits "
+                                         "atomically; conflicts with the stream are retried, then skipped.")
+    table_args(compact)
+    compact.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    compact.add_argument("--partitions", nargs="+", metavar="P",
+                         help="only these partitions (values like 2026-11-20 or col=value)")
+    compact.add_argument("--include-hot", action="store_true", help="also compact the hot partition")
+
+    retain = sub.add_parser("retain", help="delete files no longer needed (dry run unless --delete)",
+                            description="Delta: VACUUM. Iceberg: expire_snapshots and orphan-file removal. Dry run "
+                                        "by default; --delete deletes. Refuses a window shorter than the table "
+                                        "file's min_retain (or Delta's delta.deletedFileRetentionDuration) and an "
+                                        "orphan age below min_orphan_age, saying what to change. Never expires "
+                                        "the snapshot holding the pipeline's newest commit record.")
+    table_args(retain)
+    mode = retain.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", default=True, help="report only (the default)")
+    mode.add_argument("--delete", action="store_true", help="really delete")
+    retain.add_argument("--retain", metavar="DURATION", help="override retention.retain, e.g. 72h")
+    retain.add_argument("--orphan-older-than", metavar="DURATION", help="override retention.orphan_older_than")
+
+
+def _maintenance(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from ingest.settings import load_settings
+    from ingest.spark import build_spark
+    from maintenance.policy import load_table, parse_duration
+
+    table = load_table(args.table, args.conf_dir)
+    settings = load_settings()
+    now = datetime.fromisoformat(args.now) if args.now else datetime.now(UTC)
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    spark = build_spark(settings, f"lakeline-{args.command}-{table.name}")
+    quiet = args.output == "json"
+    echo = (lambda msg: print(msg, file=sys.stderr)) if quiet else print
+    if args.command == "health":
+        from maintenance.health import collect_health, format_health, health_json, plot_sizes
+
+        health = collect_health(spark, table, settings, now)
+        data = health_json(health)
+        if args.save_sizes:
+            data["file_sizes"] = health.file_sizes
+        if args.plot:
+            runs = [("now", health.file_sizes)]
+            if args.compare:
+                runs.insert(0, ("before", json.loads(Path(args.compare).read_text()).get("file_sizes", [])))
+                runs[1] = ("after", health.file_sizes)
+            plot_sizes(args.plot, runs, health.target_file_size)
+            echo(f"plot written to {args.plot}")
+        print(json.dumps(data, indent=2) if quiet else format_health(health))
+        return 0
+    if args.command == "compact":
+        from maintenance.compaction import compact
+
+        result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
+                         include_hot=args.include_hot, echo=echo)
+        print(json.dumps(result.to_json(), indent=2) if quiet else result.summary())
+        return 0
+    from maintenance.retention import retain
+
+    result = retain(spark, table, settings, now, dry_run=not args.delete,
+                    retain_override=parse_duration(args.retain) if args.retain else None,
+                    orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None,
+                    echo=echo)
+    if quiet:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        for note in result.notes:
+            print(f"  note: {note}")
+        print(result.summary())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "dev":
         return _dev(args)
+    if args.command in ("health", "compact", "retain"):
+        return _maintenance(args)
     from ingest.config import load_pipeline
     from ingest.settings import load_settings
 

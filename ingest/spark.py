@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
+# Built by infra/setup.sh from infra/logstore/: Delta commits on S3 with a conditional PUT (If-None-Match: *), so
+# several drivers (the stream, maintenance) can write one table. See ARCHITECTURE.md, "Several writers on S3".
+DELTA_S3_LOGSTORE_JAR = "lakeline-delta-logstore.jar"
+DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 
 
 def spark_jars(settings: Settings) -> list[str]:
@@ -24,7 +28,8 @@ def spark_jars(settings: Settings) -> list[str]:
 
     folder = Path(settings.spark_jars_dir) if settings.spark_jars_dir else jars_dir("spark")
     jars = sorted(str(p) for p in folder.glob("*.jar"))
-    if not any("delta-spark" in j for j in jars) or not any("iceberg-spark-runtime" in j for j in jars):
+    needed = ("delta-spark", "iceberg-spark-runtime", DELTA_S3_LOGSTORE_JAR)
+    if not all(any(name in j for j in jars) for name in needed):
         raise ConfigError(f"Spark connector jars are missing in {folder}: run `bash infra/setup.sh` "
                           f"(or set LAKELINE_SPARK_JARS_DIR to a folder holding them).")
     return jars
@@ -60,6 +65,10 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.sql.streaming.stopGracefullyOnShutdown": "false",
         # Delta: keep commitInfo user metadata per write; never auto-optimize inside the stream.
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta on S3: put-if-absent commits (the stock S3SingleDriverLogStore is safe for one driver only).
+        "spark.delta.logStore.s3a.impl": DELTA_S3_LOGSTORE,
+        "spark.delta.logStore.s3.impl": DELTA_S3_LOGSTORE,
+        "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
         # S3A
         "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.path.style.access": str(settings.s3_path_style).lower(),

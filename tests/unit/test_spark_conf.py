@@ -7,7 +7,8 @@ from ingest.spark import jdbc_uri, spark_conf
 
 @pytest.fixture
 def jars(tmp_path):
-    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar"):
+    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar",
+                 "lakeline-delta-logstore.jar"):
         (tmp_path / name).write_bytes(b"")
     return tmp_path
 
@@ -23,7 +24,15 @@ def test_local_endpoint_uses_path_style_s3a_and_shared_catalog(jars):
     assert conf["spark.sql.catalog.lakeline.uri"] == "jdbc:sqlite:/tmp/c.db"
     assert conf["spark.sql.catalog.lakeline.jdbc.schema-version"] == "V1"
     assert "spark.jars.packages" not in conf
-    assert conf["spark.jars"].count(".jar") == 2
+    assert conf["spark.jars"].count(".jar") == 3
+
+
+def test_delta_on_s3_commits_with_conditional_put(jars):
+    conf = spark_conf(Settings(warehouse="s3a://prod/wh", spark_jars_dir=str(jars)), "t")
+    assert conf["spark.delta.logStore.s3a.impl"] == "io.lakeline.delta.S3ConditionalPutLogStore"
+    assert conf["spark.delta.logStore.s3.impl"] == "io.lakeline.delta.S3ConditionalPutLogStore"
+    assert conf["spark.hadoop.fs.s3a.create.conditional.enabled"] == "true"
+    assert "lakeline-delta-logstore.jar" in conf["spark.jars"]
 
 
 def test_real_s3_by_configuration_alone(jars):

@@ -1,0 +1,423 @@
+"""Per-table maintenance policy (conf/tables/<name>.yaml) and the pure decisions made from it.
+
+A table file says *how* a table is kept healthy; everything about *which* table (format, location or identifier,
+partition column, checkpoint backups) comes from the pipeline YAML it points to. No Spark here: `decide()` takes
+a measured `TableHealth`, the policy and `now`, and returns the compaction `Plan`. `retention_problems()` does the
+same for the retention guards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ingest.config import PipelineConfig, load_pipeline
+from ingest.errors import ConfigError, LakelineError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
+_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+# Hard floors no table file can go below (a shorter value is refused at load time).
+HARD_MIN_RETAIN = timedelta(hours=1)
+HARD_MIN_ORPHAN_AGE = timedelta(hours=1)
+
+
+class RetentionRefused(LakelineError):
+    """A retention run would delete files that are still needed; the message says why and what to change."""
+
+
+def parse_size(value: str | int) -> int:
+    """'128MB' -> 134217728 (binary units: KB=1024). Plain integers are bytes."""
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a size; use e.g. 128MB, 1GB or a number of bytes")
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "B").upper()])
+
+
+def parse_duration(value: str) -> timedelta:
+    """'72h' -> timedelta(hours=72); units s, m, h, d."""
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a duration; use e.g. 30m, 24h or 7d")
+    return timedelta(seconds=int(match.group(1)) * _SECONDS[match.group(2)])
+
+
+def format_size(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(size) < 1024 or unit == "GB":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}GB"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Compaction(_Strict):
+    target_file_size: str = "128MB"
+    # A partition is compacted only with at least this many files below target_file_size / 2 ...
+    min_small_files: Annotated[int, Field(ge=2)] = 5
+    # ... and when that share of its files is small.
+    small_file_ratio: Annotated[float, Field(gt=0, le=1)] = 0.3
+    max_bytes_per_run: str = "10GB"
+    # Partitions whose newest data file is younger than this are being written by the stream: skipped.
+    hot_partition_window: str = "1h"
+    sort_by: list[str] = []
+    zorder_by: list[str] = []
+
+    @field_validator("target_file_size", "max_bytes_per_run")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if parse_size(value) <= 0:
+            raise ValueError(f"{value!r} must be greater than 0")
+        return value
+
+    @field_validator("hot_partition_window")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> "Compaction":
+        if self.sort_by and self.zorder_by:
+            raise ValueError("set at most one of sort_by and zorder_by")
+        return self
+
+    @property
+    def target_bytes(self) -> int:
+        return parse_size(self.target_file_size)
+
+    @property
+    def small_below(self) -> int:
+        """A file is 'small' below half the target (a compacted file is rarely exactly on target)."""
+        return self.target_bytes // 2
+
+    @property
+    def max_bytes(self) -> int:
+        return parse_size(self.max_bytes_per_run)
+
+    @property
+    def hot_window(self) -> timedelta:
+        return parse_duration(self.hot_partition_window)
+
+
+class Retention(_Strict):
+    # Versions/snapshots (and the files only they reference) younger than this are kept: the time-travel window.
+    retain: str = "168h"
+    # Refuse any run (including --retain overrides) with a shorter window than this.
+    min_retain: str = "24h"
+    # Files no version references are deleted only when older than this (an in-flight commit's files are young).
+    orphan_older_than: str = "72h"
+    min_orphan_age: str = "24h"
+
+    @field_validator("retain", "min_retain", "orphan_older_than", "min_orphan_age")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _floors(self) -> "Retention":
+        if self.min_retain_delta < HARD_MIN_RETAIN:
+            raise ValueError(f"min_retain must be at least {_fmt(HARD_MIN_RETAIN)}")
+        if self.min_orphan_age_delta < HARD_MIN_ORPHAN_AGE:
+            raise ValueError(f"min_orphan_age must be at least {_fmt(HARD_MIN_ORPHAN_AGE)}")
+        if self.retain_delta < self.min_retain_delta:
+            raise ValueError(f"retain {self.retain} is shorter than min_retain {self.min_retain}; raise retain")
+        if self.orphan_delta < self.min_orphan_age_delta:
+            raise ValueError(f"orphan_older_than {self.orphan_older_than} is shorter than min_orphan_age "
+                             f"{self.min_orphan_age}; raise orphan_older_than")
+        return self
+
+    @property
+    def retain_delta(self) -> timedelta:
+        return parse_duration(self.retain)
+
+    @property
+    def min_retain_delta(self) -> timedelta:
+        return parse_duration(self.min_retain)
+
+    @property
+    def orphan_delta(self) -> timedelta:
+        return parse_duration(self.orphan_older_than)
+
+    @property
+    def min_orphan_age_delta(self) -> timedelta:
+        return parse_duration(self.min_orphan_age)
+
+
+class TablePolicy(_Strict):
+    table: str
+    pipeline: str
+    which: Literal["main", "dead_letters"] = "main"
+    compaction: Compaction = Compaction()
+    retention: Retention = Retention()
+
+    @field_validator("table")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must start with a letter and use letters, digits and _ (it becomes a "
+                             f"DAG id)")
+        return value
+
+
+@dataclass(frozen=True)
+class MaintainedTable:
+    """A loaded table file: the policy plus the pipeline it points to."""
+
+    path: Path
+    policy: TablePolicy
+    pipeline: PipelineConfig
+
+    @property
+    def name(self) -> str:
+        return self.policy.table
+
+    @property
+    def format(self) -> str:
+        return self.pipeline.sink.format
+
+    @property
+    def partition_column(self) -> str | None:
+        if self.policy.which == "dead_letters" or self.pipeline.sink.partition is None:
+            return None
+        return self.pipeline.sink.partition.column
+
+    def sink_table(self) -> str | None:
+        return self.pipeline.sink.dead_letters if self.policy.which == "dead_letters" else None
+
+    def columns_check(self, columns: list[str]) -> None:
+        """Sort/Z-order columns must exist in the table (checked once the schema is known)."""
+        wanted = self.policy.compaction.sort_by or self.policy.compaction.zorder_by
+        missing = [c for c in wanted if c not in columns]
+        if missing:
+            key = "sort_by" if self.policy.compaction.sort_by else "zorder_by"
+            raise ConfigError(f"{self.path}: compaction.{key}: column(s) {missing} are not in the table; "
+                              f"use some of {sorted(columns)}")
+
+
+def _fmt(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours:g}h"
+
+
+def _location(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _hint(error: dict) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown key (typo?) — remove it or check the spelling against conf/README.md"
+    if error["type"] == "missing":
+        return "required key is missing — add it"
+    return error["msg"].removeprefix("Value error, ")
+
+
+def resolve_table_file(name_or_path: str, conf_dir: str | Path = "conf") -> Path:
+    """`orders_delta` -> conf/tables/orders_delta.yaml; a path to an existing file is taken as is."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        return candidate
+    path = Path(conf_dir) / "tables" / f"{name_or_path}.yaml"
+    if not path.is_file():
+        folder = Path(conf_dir) / "tables"
+        known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+        raise ConfigError(f"{path}: no such table file; known tables: {', '.join(known) or 'none'} "
+                          f"(use --conf-dir or a path to a table YAML)")
+    return path
+
+
+def load_table(name_or_path: str, conf_dir: str | Path = "conf") -> MaintainedTable:
+    """Read and validate a table file and the pipeline it names. Errors are `file: key: fix`."""
+    path = resolve_table_file(name_or_path, conf_dir)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such table file (tables live in conf/tables/).")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys (table, pipeline, compaction, retention)")
+    try:
+        policy = TablePolicy.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{path}: {_location(err['loc'])}: {_hint(err)}" for err in exc.errors()]
+        raise ConfigError("invalid table config:\n  " + "\n  ".join(problems)) from None
+    pipeline_path = (path.parent / policy.pipeline).resolve()
+    if not pipeline_path.is_file():
+        raise ConfigError(f"{path}: pipeline: {pipeline_path} does not exist; give the pipeline YAML's path "
+                          f"relative to this file (e.g. ../pipelines/orders_delta.yaml)")
+    pipeline = load_pipeline(pipeline_path)
+    if pipeline.sink.format == "delta" and policy.compaction.sort_by:
+        raise ConfigError(f"{path}: compaction.sort_by: Delta OPTIMIZE has no plain sort; use zorder_by "
+                          f"(or leave both empty for bin-packing)")
+    return MaintainedTable(path, policy, pipeline)
+
+
+# ---- health (the measured input of the decisions) ----------------------------------------------------------
+@dataclass
+class PartitionHealth:
+    partition: str  # e.g. "event_date=2026-11-20"; "" for an unpartitioned table
+    files: int
+    bytes: int
+    small_files: int  # files below the policy's small threshold
+    newest_file_at: datetime | None = None  # modification time of its newest data file
+    size_histogram: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def small_ratio(self) -> float:
+        return self.small_files / self.files if self.files else 0.0
+
+
+@dataclass
+class TableHealth:
+    table: str
+    format: str
+    location: str
+    partition_column: str | None
+    target_file_size: int
+    small_below: int
+    partitions: list[PartitionHealth]
+    versions: int  # Delta versions in the log / Iceberg snapshots retained
+    current_version: int | None
+    metadata_bytes: int  # _delta_log or Iceberg metadata folder
+    oldest_version_at: datetime | None
+    last_compaction_at: datetime | None
+    measured_at: datetime
+    file_sizes: list[int] = field(default_factory=list)  # every live data file, for the plot
+
+    @property
+    def files(self) -> int:
+        return sum(p.files for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def small_files(self) -> int:
+        return sum(p.small_files for p in self.partitions)
+
+
+# ---- compaction decision -----------------------------------------------------------------------------------
+@dataclass
+class PartitionChoice:
+    partition: str
+    action: Literal["compact", "skip"]
+    reason: str
+    files: int
+    bytes: int
+    small_files: int
+
+
+@dataclass
+class Plan:
+    table: str
+    chosen: list[PartitionChoice]  # to compact, newest first
+    skipped: list[PartitionChoice]
+    bytes_planned: int
+
+    @property
+    def partitions(self) -> list[str]:
+        return [c.partition for c in self.chosen]
+
+
+def partition_sort_key(partition: str) -> str:
+    """Partitions are 'col=value'; for date/day partitions the value sorts chronologically as a string."""
+    return partition.partition("=")[2] or partition
+
+
+def decide(health: TableHealth, compaction: Compaction, now: datetime, only: list[str] | None = None,
+           include_hot: bool = False) -> Plan:
+    """Which partitions to compact: over threshold (enough small files and a high enough small share), newest
+    first, skipping the hot partition (newest file younger than the hot window) unless `include_hot`, until
+    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions (values or col=value)."""
+    chosen: list[PartitionChoice] = []
+    skipped: list[PartitionChoice] = []
+    budget = compaction.max_bytes
+    used = 0
+    ordered = sorted(health.partitions, key=lambda p: partition_sort_key(p.partition), reverse=True)
+    wanted = None if not only else {w if "=" in w or not health.partition_column
+                                    else f"{health.partition_column}={w}" for w in only}
+
+    def record(part: PartitionHealth, action: str, reason: str) -> None:
+        (chosen if action == "compact" else skipped).append(
+            PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files))
+
+    for part in ordered:
+        if wanted is not None and part.partition not in wanted:
+            continue
+        if part.small_files < compaction.min_small_files:
+            record(part, "skip", f"{part.small_files} small files < min_small_files {compaction.min_small_files}")
+            continue
+        if part.small_ratio < compaction.small_file_ratio:
+            record(part, "skip", f"small-file ratio {part.small_ratio:.2f} < {compaction.small_file_ratio}")
+            continue
+        if not include_hot and part.newest_file_at is not None \
+                and now - part.newest_file_at < compaction.hot_window:
+            age = (now - part.newest_file_at).total_seconds()
+            record(part, "skip", f"hot: newest file {age:.0f}s old < hot_partition_window "
+                                 f"{compaction.hot_partition_window} (the stream is writing it)")
+            continue
+        if used + part.bytes > budget and chosen:
+            record(part, "skip", f"max_bytes_per_run {compaction.max_bytes_per_run} reached")
+            continue
+        used += part.bytes
+        record(part, "compact", f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f})")
+    if wanted is not None:
+        known = {p.partition for p in health.partitions}
+        for missing in sorted(wanted - known):
+            skipped.append(PartitionChoice(missing, "skip", "no such partition", 0, 0, 0))
+    return Plan(health.table, chosen, skipped, used)
+
+
+def size_histogram(sizes: list[int], target: int) -> dict[str, int]:
+    """Counts per bucket relative to the target size: <1%, 1-10%, 10-50%, 50-100%, >=100% of target."""
+    edges = [(0.01, "<1%"), (0.10, "1-10%"), (0.50, "10-50%"), (1.0, "50-100%")]
+    out = {label: 0 for _, label in edges} | {">=100%": 0}
+    for size in sizes:
+        share = size / target if target else 1.0
+        label = next((label for limit, label in edges if share < limit), ">=100%")
+        out[label] += 1
+    return out
+
+
+# ---- retention guards --------------------------------------------------------------------------------------
+@dataclass
+class RetentionRequest:
+    retain: timedelta
+    orphan_older_than: timedelta
+
+
+def retention_problems(retention: Retention, request: RetentionRequest, table_min: timedelta | None = None,
+                       table_min_key: str = "") -> list[str]:
+    """Why a retention run must be refused (empty: allowed). `table_min` is the table's own floor, e.g. Delta's
+    delta.deletedFileRetentionDuration."""
+    problems = []
+    if request.retain < retention.min_retain_delta:
+        problems.append(f"retain {_fmt(request.retain)} is shorter than retention.min_retain "
+                        f"{retention.min_retain}: readers and restores within the time-travel window would lose "
+                        f"the files of older versions. Use at least {retention.min_retain}, or lower min_retain "
+                        f"in the table file if the time-travel window really is shorter")
+    if table_min is not None and request.retain < table_min:
+        problems.append(f"retain {_fmt(request.retain)} is shorter than the table's {table_min_key} "
+                        f"({_fmt(table_min)}): raise retain, or lower {table_min_key} on the table deliberately")
+    if request.orphan_older_than < retention.min_orphan_age_delta:
+        problems.append(f"orphan_older_than {_fmt(request.orphan_older_than)} is shorter than "
+                        f"retention.min_orphan_age {retention.min_orphan_age}: files of a commit in flight are "
+                        f"not referenced yet and would be deleted. Use at least {retention.min_orphan_age}")
+    return problems

@@ -1,0 +1,298 @@
+"""Table maintenance against real Spark, moto S3 and the broker, for Delta and Iceberg: policy decisions on real
+tables (dry run, thresholds, hot partition), compaction and retention while a stream writes from another driver
+(exactly once, identical query results, fewer files), and the retention guards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import yaml
+
+from ingest.config import load_pipeline
+from ingest.errors import LakelineError
+from ingest.pipeline import Pipeline
+from ingest.produce import produce
+from ingest.reconcile import reconcile
+from maintenance.compaction import compact
+from maintenance.health import collect_health, plot_sizes, table_ref
+from maintenance.policy import RetentionRefused, load_table
+from maintenance.retention import retain
+from tests.helpers import pipeline_dict, write_pipeline
+
+pytestmark = pytest.mark.integration
+FORMATS = ["delta", "iceberg"]
+
+
+def _setup(conf_dir, fmt, max_offsets=300, compaction=None, retention=None):
+    data = pipeline_dict(fmt)
+    data["source"]["max_offsets_per_trigger"] = max_offsets
+    pipeline_path = write_pipeline(conf_dir, data)
+    tables = conf_dir / "tables"
+    tables.mkdir(exist_ok=True)
+    table_file = {"table": data["pipeline"], "pipeline": f"../{pipeline_path.name}",
+                  "compaction": {"min_small_files": 3, "small_file_ratio": 0.3, "hot_partition_window": "1h",
+                                 **(compaction or {})},
+                  "retention": retention or {"retain": "24h", "min_retain": "24h", "orphan_older_than": "24h",
+                                             "min_orphan_age": "1h"}}
+    path = tables / f"{data['pipeline']}.yaml"
+    path.write_text(yaml.safe_dump(table_file))
+    return load_pipeline(pipeline_path), load_table(data["pipeline"], conf_dir), path
+
+
+def _run(config, settings, spark):
+    return Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+        install_signal_handlers=False)
+
+
+def _answer(spark, table, settings):
+    """What an analyst sees: per-day counts, sums and distinct ids, plus a row-level checksum."""
+    ref = table_ref(table, settings)
+    frame = spark.read.format("delta").load(ref) if table.format == "delta" else spark.table(ref)
+    frame.createOrReplaceTempView("maintained")
+    return [tuple(r) for r in spark.sql(
+        "SELECT event_date, count(*), round(sum(amount), 4), count(DISTINCT event_id), "
+        "sum(hash(event_id, _offset, _kafka_partition)) FROM maintained GROUP BY event_date ORDER BY event_date"
+    ).collect()]
+
+
+def _pyiceberg_rows(settings, ident: str) -> list[tuple]:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(settings.iceberg_catalog_name, uri=settings.iceberg_catalog_uri, **{
+        "s3.endpoint": settings.s3_endpoint, "s3.access-key-id": settings.aws_access_key_id,
+        "s3.secret-access-key": settings.aws_secret_access_key, "s3.region": settings.aws_region})
+    arrow = catalog.load_table(ident.split(".", 1)[1]).scan(selected_fields=("event_id", "amount")).to_arrow()
+    return sorted(zip(arrow.column("event_id").to_pylist(), arrow.column("amount").to_pylist(), strict=True))
+
+
+def _version(spark, table, settings):
+    health = collect_health(spark, table, settings)
+    return health.current_version, health.files
+
+
+def _produce_day(config, settings, day: str, count: int) -> None:
+    """Good events all on one day (the 'hot' partition the stream is writing)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    for i in range(count):
+        producer.produce(config.source.topics[0], json.dumps({
+            "event_id": f"hot-{uuid.uuid4().hex}", "event_time": f"{day}T10:00:{i % 60:02d}Z", "customer_id": "c",
+            "order_id": f"o-{i}", "amount": 1.25 + i, "currency": "EUR", "items": 1, "country": "DE"}).encode())
+    assert producer.flush(30) == 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spark, tmp_path):
+    config, table, table_path = _setup(conf_dir, fmt)
+    produce(config, settings, 3000, seed=21, echo=print)
+    _run(config, settings, spark)
+    hot_day = "2026-01-15"
+    _produce_day(config, settings, hot_day, 600)
+    time.sleep(3)
+    _run(config, settings, spark)
+    before = collect_health(spark, table, settings)
+    parts = {p.partition: p for p in before.partitions}
+    hot = f"event_date={hot_day}"
+    assert hot in parts and len(parts) >= 3
+    assert all(p.small_files == p.files >= 2 for p in before.partitions)  # everything is a small file
+    answer = _answer(spark, table, settings)
+
+    # Dry run: a plan, and not one file or version changes.
+    now = datetime.now(UTC)
+    dry = compact(spark, table, settings, now, dry_run=True, include_hot=True)
+    assert {p.partition for p in dry.partitions} == {p for p, h in parts.items() if h.small_files >= 3}
+    assert _version(spark, table, settings) == (before.current_version, before.files)
+
+    # Thresholds: with min_small_files above every partition's count, everything is left alone.
+    strict = load_table(str(table_path), conf_dir)
+    strict_policy = strict.policy.model_copy(update={"compaction": strict.policy.compaction.model_copy(
+        update={"min_small_files": 10_000})})
+    strict = type(strict)(strict.path, strict_policy, strict.pipeline)
+    left = compact(spark, strict, settings, now)
+    assert left.partitions == [] and all("min_small_files" in s["reason"] for s in left.skipped_by_policy)
+    assert _version(spark, table, settings) == (before.current_version, before.files)
+
+    # Hot partition: a window that covers only the newest writes skips exactly that partition.
+    others = max(p.newest_file_at for k, p in parts.items() if k != hot)
+    newest = parts[hot].newest_file_at
+    assert newest > others
+    window = int((now - others).total_seconds()) - 1
+    assert window > (now - newest).total_seconds(), "the two writes must be far enough apart"
+    windowed = table.policy.model_copy(update={"compaction": table.policy.compaction.model_copy(
+        update={"hot_partition_window": f"{window}s"})})
+    result = compact(spark, type(table)(table.path, windowed, table.pipeline), settings, now)
+    compacted = {p.partition for p in result.partitions if p.status == "compacted"}
+    assert hot not in compacted and compacted == {p for p in parts if p != hot and parts[p].small_files >= 3}
+    assert any(s["partition"] == hot and "hot" in s["reason"] for s in result.skipped_by_policy)
+    after = collect_health(spark, table, settings)
+    assert {p.partition: p.files for p in after.partitions}[hot] == parts[hot].files
+    assert after.files < before.files
+    assert all(p.files == 1 for p in after.partitions if p.partition in compacted)
+    assert after.last_compaction_at is not None
+    assert _answer(spark, table, settings) == answer
+    plot = tmp_path / "sizes.png"
+    plot_sizes(str(plot), [("before", before.file_sizes), ("after", after.file_sizes)], after.target_file_size)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir, settings, spark, tmp_path):
+    """The stream runs in its own driver (a subprocess, processing-time=500ms) while this driver compacts the
+    partitions it is writing (include_hot) and runs retention, three rounds. Exactly once, fewer files."""
+    config, table, _ = _setup(conf_dir, fmt, max_offsets=400)
+    pipeline_path = conf_dir / f"{config.pipeline}.yaml"
+    produced = {"count": 0, "bad": 0}
+    first = produce(config, settings, 2000, bad_ratio=0.01, seed=31, echo=print)
+    produced["count"], produced["bad"] = first.count, first.bad_total
+    log = open(tmp_path / "stream.log", "w")
+    stream = subprocess.Popen([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(pipeline_path),
+                               "--trigger", "processing-time=500ms"], stdout=log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "LAKELINE_SPARK_MASTER": "local[1]"})
+    stop = threading.Event()
+
+    def keep_producing():
+        seed = 40
+        while not stop.is_set():
+            result = produce(config, settings, 300, rate=150, bad_ratio=0.01, seed=seed, echo=lambda m: None)
+            produced["count"] += result.count
+            produced["bad"] += result.bad_total
+            seed += 1
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    rounds = []
+    try:
+        _wait_for(lambda: _has_table(spark, table, settings) and collect_health(spark, table, settings).files >= 6,
+                  "the stream to write its first files", stream, tmp_path)
+        producer.start()
+        for _ in range(3):
+            time.sleep(4)
+            before = collect_health(spark, table, settings)
+            result = compact(spark, table, settings, datetime.now(UTC), include_hot=True)
+            rounds.append((before.files, result))
+            retain(spark, table, settings, datetime.now(UTC), dry_run=False,
+                   retain_override=timedelta(hours=168) if fmt == "delta" else None)
+            assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
+    finally:
+        stop.set()
+        producer.join(60)
+    target = produced["count"]
+    _wait_for(lambda: _landed(spark, config, settings) >= target, "the stream to catch up", stream, tmp_path)
+    stream.send_signal(signal.SIGTERM)
+    assert stream.wait(120) == 0, (tmp_path / "stream.log").read_text()[-3000:]
+    log.close()
+    assert any(p.status == "compacted" for _, r in rounds for p in r.partitions), rounds
+    for _files_before, result in rounds:
+        done = [p for p in result.partitions if p.status == "compacted"]
+        assert all(p.files_after < p.files_before for p in done)
+    report = reconcile(config, settings, spark)
+    assert report.duplicates == 0, report.duplicate_sample
+    assert report.missing == 0, report.missing_sample
+    assert report.produced == produced["count"] and report.dead_letters == produced["bad"]
+    assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
+
+    # With the stream stopped: one more compaction gives identical answers, in Spark SQL and in pyiceberg.
+    answer = _answer(spark, table, settings)
+    rows = _pyiceberg_rows(settings, table_ref(table, settings)) if fmt == "iceberg" else None
+    files = collect_health(spark, table, settings).files
+    final = compact(spark, table, settings, datetime.now(UTC) + timedelta(hours=2))
+    assert collect_health(spark, table, settings).files < files or not final.partitions
+    assert _answer(spark, table, settings) == answer
+    if fmt == "iceberg":
+        assert _pyiceberg_rows(settings, table_ref(table, settings)) == rows
+    assert reconcile(config, settings, spark).exact
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_retention_guards_and_orphans_of_a_killed_writer(fmt, conf_dir, settings, spark):
+    config, table, _ = _setup(conf_dir, fmt)
+    produce(config, settings, 1500, seed=51, echo=print)
+    _run(config, settings, spark)
+    now = datetime.now(UTC)
+    with pytest.raises(RetentionRefused, match="shorter than retention.min_retain 24h"):
+        retain(spark, table, settings, now, retain_override=timedelta(hours=2))
+    with pytest.raises(RetentionRefused, match="orphan_older_than 0.5h is shorter than retention.min_orphan_age"):
+        retain(spark, table, settings, now, orphan_override=timedelta(minutes=30))
+    assert issubclass(RetentionRefused, LakelineError)
+    if fmt == "delta":
+        # The table's own floor (Delta default: 1 week) is respected too, and says what to change.
+        with pytest.raises(RetentionRefused, match=r"delta.deletedFileRetentionDuration \(168h\)"):
+            retain(spark, table, settings, now)
+    compact(spark, table, settings, now + timedelta(hours=2))  # leaves replaced files behind
+    answer = _answer(spark, table, settings)
+
+    # A writer killed mid-batch leaves a data file no commit references: an orphan.
+    orphan = _plant_orphan(spark, table, settings)
+    if fmt == "delta":
+        dry = retain(spark, table, settings, now, retain_override=timedelta(hours=168))
+        assert dry.dry_run and not any(orphan.rsplit("/", 1)[1] in f for f in dry.files_deleted)
+        assert _exists(spark, orphan)
+        return
+    young = retain(spark, table, settings, now, dry_run=False)
+    assert young.orphan_files == [] and _exists(spark, orphan)  # younger than the interval: kept
+    later = now + timedelta(hours=25)  # past orphan_older_than (24h) for the orphan, as the DAG would see it
+    dry = retain(spark, table, settings, later)
+    assert any(f.endswith(orphan.rsplit("/", 1)[1]) for f in dry.orphan_files) and _exists(spark, orphan)
+    assert dry.snapshots_expired >= 1
+    done = retain(spark, table, settings, later, dry_run=False)
+    assert any(f.endswith(orphan.rsplit("/", 1)[1]) for f in done.orphan_files) and not _exists(spark, orphan)
+    assert any("commit record" in n for n in done.notes)  # the newest pipeline snapshot was kept
+    assert _answer(spark, table, settings) == answer
+    produce(config, settings, 200, seed=52, echo=print)
+    summary = _run(config, settings, spark)
+    assert summary.plan.action == "resume"
+    assert reconcile(config, settings, spark).exact
+
+
+def _plant_orphan(spark, table, settings) -> str:
+    from ingest.adapters.hadoop_fs import HadoopFS
+
+    health = collect_health(spark, table, settings)
+    base = health.location
+    root = base if table.format == "delta" else f"{base}/data"
+    fs = HadoopFS(spark)
+    existing = next(f for f in fs.list_files(root) if f.endswith(".parquet") and "_delta_log" not in f)
+    folder = existing.rsplit("/", 1)[0] + "/" if "/" in existing else ""
+    orphan = f"{root}/{folder}part-99999-{uuid.uuid4()}-killed-writer.parquet"
+    fs.write_bytes(orphan, fs.read_bytes(f"{root}/{existing}"))
+    return orphan
+
+
+def _exists(spark, path: str) -> bool:
+    from ingest.adapters.hadoop_fs import HadoopFS
+
+    return HadoopFS(spark).exists(path)
+
+
+def _has_table(spark, table, settings) -> bool:
+    try:
+        collect_health(spark, table, settings)
+        return True
+    except Exception:  # noqa: BLE001 - not created yet
+        return False
+
+
+def _landed(spark, config, settings) -> int:
+    from ingest.sinks import sinks_for
+
+    main, dead = sinks_for(spark, config, settings)
+    return main.read().count() + dead.read().count()
+
+
+def _wait_for(check, what, stream, tmp_path, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
+        if check():
+            return
+        time.sleep(2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

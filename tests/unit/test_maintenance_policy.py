@@ -1,0 +1,147 @@
+"""Table files (conf/tables/*.yaml) and the pure decisions: what to compact, what retention may delete."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ingest.errors import ConfigError
+from maintenance.policy import (Compaction, PartitionHealth, Retention, RetentionRequest, TableHealth, decide,
+                                load_table, parse_duration, parse_size, retention_problems, size_histogram)
+from tests.helpers import pipeline_dict, write_pipeline
+
+REPO = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+MB = 1024 ** 2
+
+
+def _table_file(tmp_path, **overrides) -> Path:
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir(exist_ok=True)
+    pipeline = write_pipeline(pipelines, pipeline_dict("delta", name="p1"))
+    data = {"table": "t1", "pipeline": f"../pipelines/{pipeline.name}", **overrides}
+    tables = tmp_path / "tables"
+    tables.mkdir(exist_ok=True)
+    path = tables / "t1.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_shipped_table_files_load():
+    for name, fmt in (("orders_delta", "delta"), ("orders_iceberg", "iceberg")):
+        table = load_table(name, REPO / "conf")
+        assert table.name == name and table.format == fmt and table.partition_column == "event_date"
+        assert table.policy.compaction.target_bytes == 128 * MB
+
+
+def test_table_found_by_name_under_conf_dir_or_by_path(tmp_path):
+    path = _table_file(tmp_path)
+    assert load_table("t1", tmp_path).name == "t1"
+    assert load_table(str(path)).pipeline.pipeline == "p1"
+    with pytest.raises(ConfigError, match="known tables: t1"):
+        load_table("nope", tmp_path)
+
+
+def test_errors_name_file_key_and_fix(tmp_path):
+    path = _table_file(tmp_path, compaction={"target_file_size": "lots", "min_small_file": 3})
+    with pytest.raises(ConfigError) as err:
+        load_table(str(path))
+    text = str(err.value)
+    assert f"{path}: compaction.target_file_size: 'lots' is not a size" in text
+    assert f"{path}: compaction.min_small_file: unknown key" in text
+
+
+def test_missing_pipeline_file_is_explained(tmp_path):
+    path = _table_file(tmp_path, pipeline="../pipelines/missing.yaml")
+    with pytest.raises(ConfigError, match="pipeline: .*missing.yaml does not exist; give the pipeline YAML's path"):
+        load_table(str(path))
+
+
+def test_retention_floors_are_enforced_at_load(tmp_path):
+    with pytest.raises(ConfigError, match="retain 2h is shorter than min_retain 24h"):
+        load_table(str(_table_file(tmp_path, retention={"retain": "2h"})))
+    with pytest.raises(ConfigError, match="min_orphan_age must be at least 1h"):
+        load_table(str(_table_file(tmp_path, retention={"min_orphan_age": "10m", "orphan_older_than": "10m"})))
+
+
+def test_delta_refuses_plain_sort_and_both_layouts_are_exclusive(tmp_path):
+    with pytest.raises(ConfigError, match="Delta OPTIMIZE has no plain sort; use zorder_by"):
+        load_table(str(_table_file(tmp_path, compaction={"sort_by": ["customer_id"]})))
+    with pytest.raises(ConfigError, match="at most one of sort_by and zorder_by"):
+        load_table(str(_table_file(tmp_path, compaction={"sort_by": ["a"], "zorder_by": ["b"]})))
+
+
+def test_sizes_and_durations():
+    assert parse_size("128MB") == 128 * MB and parse_size("1.5KB") == 1536 and parse_size(10) == 10
+    assert parse_duration("72h") == timedelta(hours=72) and parse_duration("30m") == timedelta(minutes=30)
+    with pytest.raises(ValueError):
+        parse_duration("3 weeks")
+
+
+def _part(day: str, files: int, small: int, size: int = MB, age_hours: float = 24) -> PartitionHealth:
+    return PartitionHealth(f"event_date={day}", files, files * size, small, NOW - timedelta(hours=age_hours))
+
+
+def _health(*parts: PartitionHealth) -> TableHealth:
+    return TableHealth("t", "delta", "s3a://b/t", "event_date", 128 * MB, 64 * MB, list(parts), 10, 9, 1000,
+                       None, None, NOW)
+
+
+POLICY = Compaction(min_small_files=5, small_file_ratio=0.3, max_bytes_per_run="1GB", hot_partition_window="1h")
+
+
+def test_partitions_under_threshold_are_left_alone():
+    plan = decide(_health(_part("2026-11-18", 4, 4), _part("2026-11-19", 20, 5), _part("2026-11-20", 20, 10)),
+                  POLICY, NOW)
+    assert plan.partitions == ["event_date=2026-11-20"]
+    reasons = {s.partition: s.reason for s in plan.skipped}
+    assert "4 small files < min_small_files 5" in reasons["event_date=2026-11-18"]
+    assert "ratio 0.25 < 0.3" in reasons["event_date=2026-11-19"]
+
+
+def test_newest_first_and_hot_partition_skipped_unless_asked():
+    health = _health(_part("2026-11-19", 10, 10), _part("2026-11-21", 10, 10),
+                     _part("2026-11-22", 10, 10, age_hours=0.1))
+    plan = decide(health, POLICY, NOW)
+    assert plan.partitions == ["event_date=2026-11-21", "event_date=2026-11-19"]
+    assert "hot" in plan.skipped[0].reason and plan.skipped[0].partition == "event_date=2026-11-22"
+    assert decide(health, POLICY, NOW, include_hot=True).partitions[0] == "event_date=2026-11-22"
+    # `now` is a parameter: an hour later the same partition is no longer hot
+    assert decide(health, POLICY, NOW + timedelta(hours=1)).partitions[0] == "event_date=2026-11-22"
+
+
+def test_max_bytes_per_run_caps_the_plan_but_always_takes_one():
+    parts = [_part(f"2026-11-{d}", 10, 10, size=40 * MB) for d in (18, 19, 20)]  # 400MB each
+    plan = decide(_health(*parts), POLICY, NOW)
+    assert plan.partitions == ["event_date=2026-11-20", "event_date=2026-11-19"]
+    assert plan.bytes_planned == 800 * MB
+    assert "max_bytes_per_run 1GB reached" in plan.skipped[0].reason
+    huge = decide(_health(_part("2026-11-20", 10, 10, size=200 * MB)), POLICY, NOW)
+    assert huge.partitions == ["event_date=2026-11-20"]  # one oversized partition still makes progress
+
+
+def test_partition_filter_accepts_values_and_reports_unknown():
+    health = _health(_part("2026-11-19", 10, 10), _part("2026-11-20", 10, 10))
+    plan = decide(health, POLICY, NOW, only=["2026-11-19", "event_date=2026-01-01"])
+    assert plan.partitions == ["event_date=2026-11-19"]
+    assert [(s.partition, s.reason) for s in plan.skipped] == [("event_date=2026-01-01", "no such partition")]
+
+
+def test_size_histogram_relative_to_target():
+    hist = size_histogram([1, 5 * MB, 20 * MB, 100 * MB, 200 * MB], 128 * MB)
+    assert hist == {"<1%": 1, "1-10%": 1, "10-50%": 1, "50-100%": 1, ">=100%": 1}
+
+
+def test_retention_guards_say_why_and_what_to_change():
+    policy = Retention(retain="168h", min_retain="24h", orphan_older_than="72h", min_orphan_age="24h")
+    assert retention_problems(policy, RetentionRequest(timedelta(hours=168), timedelta(hours=72))) == []
+    short = retention_problems(policy, RetentionRequest(timedelta(hours=2), timedelta(hours=72)))
+    assert len(short) == 1 and "shorter than retention.min_retain 24h" in short[0] and "time-travel" in short[0]
+    delta = retention_problems(policy, RetentionRequest(timedelta(hours=48), timedelta(hours=72)),
+                               timedelta(hours=168), "delta.deletedFileRetentionDuration")
+    assert "delta.deletedFileRetentionDuration (168h)" in delta[0]
+    orphan = retention_problems(policy, RetentionRequest(timedelta(hours=168), timedelta(hours=1)))
+    assert "commit in flight" in orphan[0] and "at least 24h" in orphan[0]
