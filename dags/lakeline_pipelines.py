@@ -63,33 +63,33 @@ def drill_dag(name: str, path: str):
          default_args={**DEFAULT_ARGS, "retries": 0}, tags=["lakeline", "drill", name],
          params={"scenario": Param("all", enum=["all", "kill", "lose-checkpoint", "corrupt-checkpoint",
                                                 "stale-restore"]),
-                 "events": Param(3000, type="integer", minimum=400)},
+                 "events": Param(3000, type="integer", minimum=2000)},
          doc_md=f"Recovery drill of pipeline `{name}` on an isolated copy; see `lakeline drill --help`.")
     def recovery_drill():
         @task
         def prepare() -> str:
-            run_id = tasks.drill_run_id(get_current_context()["dag_run"].run_id)
-            tasks.drill_cleanup(path, run_id)  # a retried run starts from a clean slate
-            return run_id
+            drill_id = tasks.drill_run_id(get_current_context()["dag_run"].run_id)
+            tasks.drill_cleanup(path, drill_id)  # a retried run starts from a clean slate
+            return drill_id
 
         @task
-        def run_drill(run_id: str) -> dict:
+        def run_drill(drill_id: str) -> dict:
             context = get_current_context()
-            result = tasks.drill(path, run_id, context["params"]["scenario"], int(context["params"]["events"]))
+            result = tasks.drill(path, drill_id, context["params"]["scenario"], int(context["params"]["events"]))
             context["ti"].xcom_push(key="report", value=result.output)
             if result.code != 0:
                 failed = [s["scenario"] for s in (result.output or {}).get("scenarios", []) if not s["passed"]]
-                raise AirflowFailException(f"drill {run_id} failed: scenarios {failed or '?'}; report: "
+                raise AirflowFailException(f"drill {drill_id} failed: scenarios {failed or '?'}; report: "
                                            f"{result.output}")
             return result.output
 
         @task
-        def remove(run_id: str) -> dict:
-            return tasks.drill_cleanup(path, run_id)
+        def remove(drill_id: str) -> dict:
+            return tasks.drill_cleanup(path, drill_id)
 
-        run_id = prepare()
-        teardown = remove(run_id)
-        run_drill(run_id) >> teardown.as_teardown(setups=run_id)
+        drill_id = prepare()
+        teardown = remove(drill_id)
+        run_drill(drill_id) >> teardown.as_teardown(setups=drill_id)
 
     return recovery_drill()
 

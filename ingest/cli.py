@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="the main job end to end on the embedded defaults",
                           description="Starts the local stack, produces sample events (1% bad), ingests them into "
-                                      "a Delta and an Iceberg table (available-now), and prints the reconcile "
+                                      "a Delta and an Iceberg table (available-now, 10,000 records per batch), "
+                                      "compacts both by their conf/tables policies, and prints the reconcile "
                                       "report for both.")
     demo.add_argument("--count", type=int, default=50_000, help="events to produce (default 50000)")
     demo.add_argument("--bad-ratio", type=float, default=0.01, help="share of bad records (default 0.01)")
@@ -182,7 +183,7 @@ def _maintenance_parsers(sub) -> None:
 
 
 def _maintenance(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from ingest.settings import load_settings
     from ingest.spark import build_spark
@@ -190,8 +191,15 @@ def _maintenance(args: argparse.Namespace) -> int:
 
     table = load_table(args.table, args.conf_dir)
     settings = load_settings()
-    now = datetime.fromisoformat(args.now) if args.now else datetime.now(UTC)
+    try:
+        now = datetime.fromisoformat(args.now) if args.now else datetime.now(UTC)
+    except ValueError:
+        raise ConfigError(f"--now {args.now!r} is not an ISO-8601 time") from None
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    if args.command == "retain" and args.delete and now > datetime.now(UTC) + timedelta(minutes=5):
+        # Retention cut-offs are computed from `now`: a time in the future would delete inside the real window.
+        raise ConfigError(f"--now {now.isoformat()} is in the future; retain --delete only runs as of the present "
+                          "or the past")
     spark = build_spark(settings, f"lakeline-{args.command}-{table.name}")
     quiet = args.output == "json"
     echo = (lambda msg: print(msg, file=sys.stderr)) if quiet else print

@@ -197,14 +197,14 @@ class PipelineConfig(_Strict):
         return f"{warehouse}/_checkpoints/{self.pipeline}"
 
 
-_DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 
 
 def parse_duration(value: str) -> float:
     """'90s', '15m', '6h', '7d' -> seconds."""
-    match = _DURATION.match(value.strip())
+    match = _DURATION.match(str(value))
     if not match:
-        raise ValueError(f"duration {value!r} must be <N>s, <N>m, <N>h or <N>d (e.g. 15m)")
+        raise ValueError(f"{value!r} is not a duration; use e.g. 30m, 24h or 7d")
     return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 

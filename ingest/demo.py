@@ -1,5 +1,6 @@
 """The main job end to end on the embedded defaults (`lakeline demo`): stack up, produce, ingest into Delta and
-Iceberg, reconcile both, print a report."""
+Iceberg in micro-batches (as a stream would, leaving small files), compact both tables by their policies in
+conf/tables/, then reconcile both and print a report."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from infra.paths import REPO_ROOT
 
 PIPELINES = (REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml",
              REPO_ROOT / "conf" / "pipelines" / "orders_iceberg.yaml")
+TABLES = ("orders_delta", "orders_iceberg")  # conf/tables/<name>.yaml
+DEMO_BATCH = 10_000  # records per micro-batch, so the demo leaves the small files a stream would
 
 
 def run_demo(count: int, bad_ratio: float, stop_stack: bool = False, pipelines: tuple[Path, ...] = PIPELINES) -> int:
@@ -21,22 +24,34 @@ def run_demo(count: int, bad_ratio: float, stop_stack: bool = False, pipelines: 
     from ingest.settings import load_settings
     from ingest.spark import build_spark
 
+    from datetime import datetime, UTC
+
+    from maintenance.compaction import compact
+    from maintenance.policy import load_table
+
     started = time.monotonic()
-    print("== 1/4 local stack")
+    print("== 1/5 local stack")
     stack.up()
     settings = load_settings()
     configs = [load_pipeline(p) for p in pipelines]
-    print(f"== 2/4 produce {count:,} events ({bad_ratio:.1%} bad) to topic {configs[0].source.topics[0]}")
+    print(f"== 2/5 produce {count:,} events ({bad_ratio:.1%} bad) to topic {configs[0].source.topics[0]}")
     produced = produce(configs[0], settings, count, bad_ratio=bad_ratio, seed=42)
     print(f"   {produced.count:,} events in {produced.seconds:.1f}s; bad by kind: {produced.bad}")
     spark = build_spark(settings, "lakeline-demo")
     timings = {}
     for config in configs:
-        print(f"== 3/4 ingest {config.pipeline} ({config.sink.format}), available-now")
+        print(f"== 3/5 ingest {config.pipeline} ({config.sink.format}), available-now, {DEMO_BATCH:,} per batch")
         t0 = time.monotonic()
-        Pipeline(config, settings, spark=spark, trigger="available-now").run()
+        batched = config.model_copy(update={"source": config.source.model_copy(
+            update={"max_offsets_per_trigger": DEMO_BATCH})})
+        Pipeline(batched, settings, spark=spark, trigger="available-now").run()
         timings[config.pipeline] = time.monotonic() - t0
-    print("== 4/4 reconcile")
+    for name in TABLES:
+        print(f"== 4/5 compact {name} (policy conf/tables/{name}.yaml; the demo includes the hot partition)")
+        result = compact(spark, load_table(name, REPO_ROOT / "conf"), settings, datetime.now(UTC),
+                         include_hot=True)
+        print(f"   {result.summary()}")
+    print("== 5/5 reconcile (after compaction)")
     exact = True
     for config in configs:
         report = reconcile(config, settings, spark)

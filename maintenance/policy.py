@@ -18,12 +18,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ingest.config import PipelineConfig, load_pipeline
+from ingest.config import parse_duration as duration_seconds
 from ingest.errors import ConfigError, LakelineError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
-_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 # Hard floors no table file can go below (a shorter value is refused at load time).
@@ -47,10 +46,7 @@ def parse_size(value: str | int) -> int:
 
 def parse_duration(value: str) -> timedelta:
     """'72h' -> timedelta(hours=72); units s, m, h, d."""
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"{value!r} is not a duration; use e.g. 30m, 24h or 7d")
-    return timedelta(seconds=int(match.group(1)) * _SECONDS[match.group(2)])
+    return timedelta(seconds=duration_seconds(value))
 
 
 def format_size(size: float) -> str:

@@ -72,15 +72,20 @@ def run_lakeline(args: list[str], echo: Callable[[str], None] = print, timeout: 
                 tail.append(line)
                 del tail[:-40]
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    chunks: list[str] = []
+    readers = [threading.Thread(target=pump, daemon=True),
+               threading.Thread(target=lambda: chunks.append(process.stdout.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
     try:
-        stdout, _ = process.communicate(timeout=timeout)
+        process.wait(timeout)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.communicate()
+        process.wait(30)
         raise TaskFailed(f"`lakeline {' '.join(args)}` did not finish within {timeout:.0f}s") from None
-    reader.join(10)
+    for reader in readers:
+        reader.join(30)
+    stdout = "".join(chunks)
     output = _json_document(stdout)
     for line in stdout.splitlines() if output is None else []:
         echo(line)

@@ -91,7 +91,7 @@ def test_freshness_dag_passes_when_fresh_and_fails_when_lag_breaches(airflow_db,
 def test_drill_dag_runs_setup_drill_teardown_and_reports(airflow_db, pipeline_conf, settings, spark):
     data = pipeline_dict("delta")
     config = load_pipeline(pipeline_conf(data))
-    run = _dag(f"lakeline_drill__{config.pipeline}").test(run_conf={"scenario": "lose-checkpoint", "events": 1600})
+    run = _dag(f"lakeline_drill__{config.pipeline}").test(run_conf={"scenario": "lose-checkpoint", "events": 2000})
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"prepare": "success", "run_drill": "success", "remove": "success"}
@@ -103,3 +103,47 @@ def test_drill_dag_runs_setup_drill_teardown_and_reports(airflow_db, pipeline_co
     assert not HadoopFS(spark).exists(scenario["location"])
     removed = run.get_task_instance("remove").xcom_pull(task_ids="remove")
     assert removed["removed"] == ["lose-checkpoint"]
+
+
+def _table_conf(conf_dir, data: dict, compaction: dict) -> str:
+    tables = conf_dir / "tables"
+    tables.mkdir(exist_ok=True)
+    (tables / f"{data['pipeline']}.yaml").write_text(yaml.safe_dump({
+        "table": data["pipeline"], "pipeline": f"../pipelines/{data['pipeline']}.yaml", "compaction": compaction,
+        "retention": {"retain": "24h", "min_retain": "24h", "orphan_older_than": "24h", "min_orphan_age": "1h"}}))
+    return data["pipeline"]
+
+
+def test_compact_dag_compacts_then_retain_dag_keeps_the_time_travel_window(airflow_db, pipeline_conf, conf_dir,
+                                                                           settings, spark):
+    data = pipeline_dict("iceberg")
+    data["source"]["max_offsets_per_trigger"] = 300  # many small files per day partition
+    config = load_pipeline(pipeline_conf(data))
+    name = _table_conf(conf_dir, data, {"min_small_files": 3, "small_file_ratio": 0.3, "hot_partition_window": "1s"})
+    produce(config, settings, 2400, seed=63, echo=print)
+    _ingest(config, settings, spark)
+    before = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
+    answer = sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect())
+
+    run = _dag(f"lakeline_compact__{name}").test()
+    assert run.state == "success"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == dict.fromkeys(["health_before", "decide", "needed", "compact", "health_after"], "success")
+    plan = run.get_task_instance("decide").xcom_pull(task_ids="decide")
+    assert plan["dry_run"] and plan["partitions"], plan
+    after = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
+    assert after < before, (before, after)
+    assert sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect()) == answer
+    health = run.get_task_instance("health_after").xcom_pull(task_ids="health_after")
+    assert sum(p["files"] for p in health["partitions"]) == after
+
+    again = _dag(f"lakeline_compact__{name}").test()  # nothing left over threshold: compact is skipped
+    states = {ti.task_id: ti.state for ti in again.get_task_instances()}
+    assert again.state == "success" and states["compact"] == "skipped" and states["health_after"] == "skipped"
+
+    retained = _dag(f"lakeline_retain__{name}").test()
+    assert retained.state == "success"
+    report = retained.get_task_instance("retain").xcom_pull(task_ids="retain")
+    # everything is younger than the 24h window: nothing may be expired or deleted
+    assert report["dry_run"] is False and report["snapshots_expired"] == 0 and report["orphan_files"] == []
+    assert sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect()) == answer

@@ -41,11 +41,14 @@ def _parse(conf_dir: Path | None = None) -> dict:
 def test_dagbag_has_no_import_errors_and_expected_ids():
     result = _parse()
     assert result["errors"] == {}
-    expected = {f"lakeline_{kind}__{name}" for kind in ("checkpoint_backup", "drill")
+    expected = {f"lakeline_{kind}__{name}" for kind in ("checkpoint_backup", "drill", "compact", "retain")
                 for name in ("orders_delta", "orders_iceberg")} | {"lakeline_freshness"}
     assert expected <= set(result["dags"])
     assert result["tasks"]["lakeline_drill__orders_delta"] == ["prepare", "remove", "run_drill"]
     assert result["tasks"]["lakeline_checkpoint_backup__orders_delta"] == ["backup", "verify"]
+    assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "health_after",
+                                                                   "health_before", "needed"]
+    assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
     print(f"DAG folder parsed in {result['seconds']:.2f}s")
     assert result["seconds"] < 30
 
@@ -54,10 +57,12 @@ def test_adding_a_pipeline_file_adds_its_dags(tmp_path):
     (tmp_path / "pipelines").mkdir()
     source = (REPO / "conf" / "pipelines" / "orders_delta.yaml").read_text()
     (tmp_path / "pipelines" / "clicks.yaml").write_text(source.replace("pipeline: orders_delta", "pipeline: clicks"))
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "clicks.yaml").write_text("table: clicks\npipeline: ../pipelines/clicks.yaml\n")
     result = _parse(tmp_path)
     assert result["errors"] == {}
-    assert {"lakeline_checkpoint_backup__clicks", "lakeline_drill__clicks", "lakeline_freshness"} <= set(
-        result["dags"])
+    assert {"lakeline_checkpoint_backup__clicks", "lakeline_drill__clicks", "lakeline_freshness",
+            "lakeline_compact__clicks", "lakeline_retain__clicks"} <= set(result["dags"])
     assert not [d for d in result["dags"] if d.endswith("orders_delta")]
 
 
@@ -65,6 +70,7 @@ def test_an_invalid_pipeline_file_is_an_import_error_naming_file_and_key(tmp_pat
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "broken.yaml").write_text("pipeline: broken\nsource: {kind: kafka}\n")
     result = _parse(tmp_path)
+    assert len(result["errors"]) == 1, result["errors"]
     [(path, error)] = result["errors"].items()
     assert path.endswith("lakeline_pipelines.py") and "broken.yaml" in error and "source" in error
 
@@ -94,3 +100,14 @@ def test_drill_run_id_is_stable_and_valid():
     first = drill_run_id("scheduled__2026-11-22T00:00:00+00:00")
     assert first == drill_run_id("scheduled__2026-11-22T00:00:00+00:00") and first.isalnum() and first.islower()
     assert first != drill_run_id("manual__2026-11-22T00:00:00+00:00")
+
+
+def test_run_lakeline_parses_json_and_streams_the_error_of_a_failing_command(tmp_path):
+    from maintenance.tasks import TaskFailed, run_lakeline
+
+    result = run_lakeline(["check-config", "--pipeline", str(REPO / "conf/pipelines/orders_delta.yaml")])
+    assert result.code == 0 and result.output["pipeline"]["pipeline"] == "orders_delta"
+    lines: list[str] = []
+    with pytest.raises(TaskFailed, match="exited 2") as failed:
+        run_lakeline(["check-config", "--pipeline", str(tmp_path / "missing.yaml")], echo=lines.append)
+    assert any("missing.yaml" in line for line in lines) and "missing.yaml" in str(failed.value)

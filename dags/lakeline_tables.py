@@ -1,0 +1,96 @@
+"""Airflow DAGs for every maintained table declared in conf/tables/*.yaml (adding a file adds its DAGs):
+
+- lakeline_compact__<table>: hourly. health -> decide (the policy's plan, a dry run) -> compact (only when the
+  plan selects partitions) -> health after. Decisions are made as of the run's data interval end, so a retry of
+  the same run decides the same way, and a partition compacted by the first try is under threshold on the retry.
+- lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
+  asset), never beside it: VACUUM / expire_snapshots + orphan removal with the table file's guards.
+
+Wiring only: the steps live in maintenance.tasks. At import this reads the YAML under LAKELINE_CONF_DIR and
+nothing else: no network, no Spark, no Variables.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import Asset, dag, get_current_context, task
+
+from maintenance import tasks
+from maintenance.policy import load_table
+
+CONF_DIR = Path(os.environ.get("LAKELINE_CONF_DIR") or Path(__file__).resolve().parent.parent / "conf")
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
+                "retry_exponential_backoff": True}
+
+
+def table_files() -> dict[str, str]:
+    """table name -> YAML path, for every table file (an invalid one fails the import, naming it)."""
+    return {load_table(str(path), CONF_DIR).name: str(path) for path in sorted((CONF_DIR / "tables").glob("*.yaml"))}
+
+
+def compacted_asset(name: str) -> Asset:
+    return Asset(name=f"lakeline_compacted__{name}", uri=f"lakeline://tables/{name}/compacted")
+
+
+def _as_of() -> str:
+    context = get_current_context()
+    return (context.get("data_interval_end") or context["dag_run"].run_after).isoformat()
+
+
+def compact_dag(name: str, path: str):
+    @dag(dag_id=f"lakeline_compact__{name}", schedule="@hourly", start_date=START, catchup=False,
+         max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
+         doc_md=f"Policy-driven compaction of table `{name}` (`{path}`); see `lakeline compact --help`.")
+    def compaction():
+        @task
+        def health_before() -> dict:
+            return tasks.table_health(path, CONF_DIR, _as_of())
+
+        @task
+        def decide(_health: dict) -> dict:
+            plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True)
+            print(f"decision: {len(plan.get('partitions', []))} partition(s) to compact")
+            return plan
+
+        @task.short_circuit
+        def needed(plan: dict) -> bool:
+            return bool(plan.get("partitions"))
+
+        @task(outlets=[compacted_asset(name)])
+        def compact(_plan: dict) -> dict:
+            return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False)
+
+        @task
+        def health_after(_result: dict) -> dict:
+            return tasks.table_health(path, CONF_DIR, _as_of())
+
+        plan = decide(health_before())
+        result = compact(plan)
+        needed(plan) >> result
+        health_after(result)
+
+    return compaction()
+
+
+def retain_dag(name: str, path: str):
+    @dag(dag_id=f"lakeline_retain__{name}", schedule=[compacted_asset(name)], start_date=START, catchup=False,
+         max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "retention", name],
+         doc_md=f"Retention for table `{name}` after its compaction; see `lakeline retain --help`.")
+    def retention():
+        @task
+        def retain() -> dict:
+            return tasks.retain(path, CONF_DIR, _as_of())
+
+        retain()
+
+    return retention()
+
+
+for _name, _path in table_files().items():
+    compact_dag(_name, _path)
+    retain_dag(_name, _path)
