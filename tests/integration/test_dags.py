@@ -88,6 +88,7 @@ def test_freshness_dag_passes_when_fresh_and_fails_when_lag_breaches(airflow_db,
     assert check.state == "failed"
 
 
+@pytest.mark.heavy  # the drill itself is covered by test_drill in the default run
 def test_drill_dag_runs_setup_drill_teardown_and_reports(airflow_db, pipeline_conf, settings, spark):
     data = pipeline_dict("delta")
     config = load_pipeline(pipeline_conf(data))
