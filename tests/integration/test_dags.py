@@ -115,6 +115,7 @@ def _table_conf(conf_dir, data: dict, compaction: dict) -> str:
     return data["pipeline"]
 
 
+@pytest.mark.heavy  # ~3 min of task processes; compaction itself is in test_maintenance's default tests
 def test_compact_dag_compacts_then_retain_dag_keeps_the_time_travel_window(airflow_db, pipeline_conf, conf_dir,
                                                                            settings, spark):
     data = pipeline_dict("iceberg")

@@ -95,7 +95,7 @@ def test_a_drill_that_finds_duplicates_fails_and_keeps_its_copy(conf_dir, settin
     assert not HadoopFS(spark).exists(result.location)
 
 
-@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
 def test_repair_fixes_a_real_checkpoint_and_the_next_run_is_exact(fmt, conf_dir, settings, spark):
     """Damage a real Spark checkpoint on S3 three ways; repair detects and fixes each; runs stay exact."""
     data = pipeline_dict(fmt)
