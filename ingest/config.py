@@ -220,6 +220,11 @@ def parse_trigger(value: str) -> tuple[str, float | None]:
     return "processing-time", amount / 1000 if unit == "ms" else amount * (60 if unit == "m" else 1)
 
 
+def validation_problems(path, exc: ValidationError) -> list[str]:
+    """One `file: key: fix` line per pydantic error (shared by every YAML file Lakeline validates)."""
+    return [f"{path}: {_location(err['loc'])}: {_hint(err)}" for err in exc.errors()]
+
+
 def _location(loc: tuple) -> str:
     parts = [str(p) for p in loc if not (isinstance(p, str) and p in ("kafka", "kinesis"))]
     return ".".join(parts) or "(top level)"
@@ -254,5 +259,5 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{path}: {_location(err['loc'])}: {_hint(err)}" for err in exc.errors()]
+        problems = validation_problems(path, exc)
         raise ConfigError("invalid pipeline config:\n  " + "\n  ".join(problems)) from None

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ingest.config import PipelineConfig, load_pipeline
+from ingest.config import PipelineConfig, load_pipeline, validation_problems
 from ingest.config import parse_duration as duration_seconds
 from ingest.errors import ConfigError, LakelineError
 
@@ -211,18 +211,6 @@ def _fmt(delta: timedelta) -> str:
     return f"{hours:g}h"
 
 
-def _location(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
-def _hint(error: dict) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown key (typo?) — remove it or check the spelling against conf/README.md"
-    if error["type"] == "missing":
-        return "required key is missing — add it"
-    return error["msg"].removeprefix("Value error, ")
-
-
 def resolve_table_file(name_or_path: str, conf_dir: str | Path = "conf") -> Path:
     """`orders_delta` -> conf/tables/orders_delta.yaml; a path to an existing file is taken as is."""
     candidate = Path(name_or_path)
@@ -251,7 +239,7 @@ def load_table(name_or_path: str, conf_dir: str | Path = "conf") -> MaintainedTa
     try:
         policy = TablePolicy.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{path}: {_location(err['loc'])}: {_hint(err)}" for err in exc.errors()]
+        problems = validation_problems(path, exc)
         raise ConfigError("invalid table config:\n  " + "\n  ".join(problems)) from None
     pipeline_path = (path.parent / policy.pipeline).resolve()
     if not pipeline_path.is_file():
