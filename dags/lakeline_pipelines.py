@@ -35,11 +35,6 @@ def pipeline_files() -> dict[str, str]:
     return {load_pipeline(path).pipeline: str(path) for path in sorted((CONF_DIR / "pipelines").glob("*.yaml"))}
 
 
-def _as_of(context) -> pendulum.DateTime:
-    """The moment this run stands for: its data interval end, or (manual runs) when it was due to run."""
-    return context.get("data_interval_end") or context["dag_run"].run_after
-
-
 def backup_dag(name: str, path: str):
     @dag(dag_id=f"lakeline_checkpoint_backup__{name}", schedule=timedelta(minutes=15), start_date=START,
          catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "checkpoint", name],
@@ -101,7 +96,7 @@ def freshness_dag(pipelines: dict[str, str]):
     def freshness():
         @task
         def check(path: str) -> dict:
-            result = tasks.freshness(path, _as_of(get_current_context()))
+            result = tasks.freshness(path, tasks.run_as_of(get_current_context()))
             if result.code != 0:
                 raise AirflowFailException(f"STALE: {result.output['pipeline']}: "
                                            f"{'; '.join(result.output['problems'])}")

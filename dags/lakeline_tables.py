@@ -38,8 +38,7 @@ def compacted_asset(name: str) -> Asset:
 
 
 def _as_of() -> str:
-    context = get_current_context()
-    return (context.get("data_interval_end") or context["dag_run"].run_after).isoformat()
+    return tasks.run_as_of(get_current_context()).isoformat()
 
 
 def compact_dag(name: str, path: str):

@@ -106,6 +106,11 @@ def _json_document(stdout: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def run_as_of(context) -> datetime:
+    """The moment a scheduler run stands for: its data interval end, or (manual runs) when it was due to run."""
+    return context.get("data_interval_end") or context["dag_run"].run_after
+
+
 # ---- the steps the DAGs wire together ------------------------------------------------------------------------
 def backup_checkpoint(pipeline: str, echo=print) -> dict:
     return run_lakeline(["checkpoint", "backup", "--pipeline", pipeline, "--output", "json"], echo).output
