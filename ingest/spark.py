@@ -5,6 +5,7 @@ Nothing here runs at import time; call `build_spark()`.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,6 +123,9 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    # py4j logs every callback at INFO; once anything (Airflow, for one) sets the root logger to INFO, that
+    # drowns the pipeline's own progress lines.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     builder = SparkSession.builder
     for key, value in spark_conf(settings, app_name, extra).items():
         builder = builder.config(key, value)

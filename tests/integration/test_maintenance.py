@@ -97,7 +97,9 @@ def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spa
     produce(config, settings, 3000, seed=21, echo=print)
     _run(config, settings, spark)
     hot_day = "2026-01-15"
-    _produce_day(config, settings, hot_day, 600)
+    # 700 events at 300 per batch: at least three micro-batches, so at least three files however the previous
+    # run's last batch ended (Iceberg writes one file per partition per batch).
+    _produce_day(config, settings, hot_day, 700)
     time.sleep(3)
     _run(config, settings, spark)
     before = collect_health(spark, table, settings)
