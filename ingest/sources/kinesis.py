@@ -1,0 +1,160 @@
+"""Kinesis source for Structured Streaming on Spark's Python Data Source API, exactly once.
+
+    from ingest.sources.kinesis import register
+    register(spark)
+    spark.readStream.format("lakeline-kinesis").option("stream", "orders").options(**connection).load()
+
+Options: stream (required); starting_position TRIM_HORIZON | LATEST | AT_TIMESTAMP:<epoch seconds>;
+max_records_per_batch; connection: endpoint, region, access_key_id, secret_access_key, session_token.
+
+Planning happens on the driver in latestOffset(): it reads ahead (at most the per-batch record limit, split over
+the readable shards) and records, per shard, the last sequence number the batch includes. read() then re-reads
+AFTER_SEQUENCE_NUMBER <start> up to and including that number, so a replayed batch reads exactly the same
+records. Offset layout and shard order: ingest.sources.kinesis_offsets.
+
+Columns: stream, shard_id, sequence_number (zero-padded decimal string, sorts numerically),
+approximate_arrival_timestamp, partition_key, data (binary).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from ingest.sources import kinesis_offsets as ko
+
+NAME = "lakeline-kinesis"
+SCHEMA = ("stream string, shard_id string, sequence_number string, approximate_arrival_timestamp timestamp, "
+          "partition_key string, data binary")
+DEFAULT_MAX_RECORDS = 100_000
+CONNECTION_KEYS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token")
+
+
+def register(spark) -> None:
+    spark.dataSource.register(KinesisDataSource)
+
+
+def _connection(options) -> dict[str, str]:
+    return {k: options[k] for k in CONNECTION_KEYS if options.get(k)}
+
+
+def _starting_position(value: str | None) -> str:
+    value = (value or "TRIM_HORIZON").strip()
+    if value in ("TRIM_HORIZON", "LATEST"):
+        return value
+    if value.startswith(ko.AT_TIMESTAMP):
+        float(value[len(ko.AT_TIMESTAMP):])
+        return value
+    raise ValueError(f"starting_position {value!r}: use TRIM_HORIZON, LATEST or AT_TIMESTAMP:<epoch seconds>")
+
+
+class KinesisPartition(InputPartition):
+    def __init__(self, stream: str, shard: ko.ShardRange, connection: dict[str, str]):
+        super().__init__(shard.shard_id)
+        self.stream, self.shard, self.connection = stream, shard, connection
+
+
+class KinesisDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema) -> "KinesisStreamReader":
+        return KinesisStreamReader(dict(self.options))
+
+
+class KinesisStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]):
+        options = {k.lower(): v for k, v in options.items()}
+        if not options.get("stream"):
+            raise ValueError("the lakeline-kinesis source needs option 'stream'")
+        self.stream = options["stream"]
+        self.starting_position = _starting_position(options.get("starting_position"))
+        self.max_records = int(options.get("max_records_per_batch") or DEFAULT_MAX_RECORDS)
+        self.connection = _connection(options)
+        self._client = None
+        self._initial: dict | None = None
+        # The end of the newest batch Spark planned, ran or committed: the next plan starts here.
+        self._current: dict[str, str] | None = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            from ingest.adapters.kinesis import KinesisClient
+
+            self._client = KinesisClient(self.connection)
+        return self._client
+
+    def initialOffset(self) -> dict:
+        if self._initial is None:
+            shards = self.client.list_shards(self.stream)
+            self._initial = ko.offset(self.stream, ko.with_new_shards({}, shards, self.starting_position,
+                                                                      time.time(), first=True))
+        return self._initial
+
+    def _advance(self, end: dict) -> None:
+        positions = ko.positions_of(end)
+        self._current = positions if self._current is None else ko.merge_max(self._current, positions)
+
+    def latestOffset(self) -> dict:
+        if self._current is None:
+            self._current = ko.positions_of(self.initialOffset())
+        shards = self.client.list_shards(self.stream)
+        positions = ko.with_new_shards(self._current, shards, self.starting_position, time.time())
+        readable = ko.readable_shards(shards, positions)
+        for shard, budget in zip(readable, ko.split_budget(self.max_records, len(readable))):
+            positions[shard.shard_id] = self._scan(shard, positions[shard.shard_id], budget)
+        self._current = positions
+        return ko.offset(self.stream, positions)
+
+    def _scan(self, shard: ko.ShardInfo, position: str, budget: int) -> str:
+        """The new planned position of one shard: at most `budget` records past `position`."""
+        count, last, finished = 0, None, False
+        for records, ended, caught_up in self.client.pages(self.stream, shard.shard_id, position,
+                                                           page_limit=budget):
+            take = records[:budget - count]
+            if take:
+                last, count = take[-1]["SequenceNumber"], count + len(take)
+            if len(take) == len(records) and (ended or (caught_up and shard.closed)):
+                # Read to the end of a closed shard: NextShardIterator is null, or nothing is behind.
+                finished = True
+            if count >= budget:
+                break
+        seq = int(last) if last is not None else ko.last_sequence(position)
+        if not finished and shard.closed and seq is not None and seq >= int(shard.ending_sequence):
+            finished = True
+        if finished:
+            return ko.done(seq)
+        return ko.after(seq) if seq is not None else position
+
+    def partitions(self, start: dict, end: dict) -> list[KinesisPartition]:
+        self._advance(end)
+        return [KinesisPartition(self.stream, r, self.connection)
+                for r in ko.plan_ranges(ko.positions_of(start), ko.positions_of(end))]
+
+    def commit(self, end: dict) -> None:
+        self._advance(end)
+
+    def read(self, partition: KinesisPartition) -> Iterator[tuple]:
+        from ingest.adapters.kinesis import KinesisClient, KinesisError
+
+        client = KinesisClient(partition.connection)
+        rng, stream = partition.shard, partition.stream
+        for records, ended, _ in client.pages(stream, rng.shard_id, rng.start, max_empty_pages=50):
+            for r in records:
+                seq = int(r["SequenceNumber"])
+                if seq > rng.end:
+                    return
+                yield (stream, rng.shard_id, ko.pad_sequence(seq), r.get("ApproximateArrivalTimestamp"),
+                       r.get("PartitionKey"), bytes(r["Data"]))
+                if seq == rng.end:
+                    return
+            if ended:
+                break
+        raise KinesisError(f"Kinesis {stream}/{rng.shard_id}: planned records up to sequence {rng.end} are no "
+                           f"longer readable from {rng.start} (trimmed by retention?)")
