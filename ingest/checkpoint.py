@@ -49,7 +49,12 @@ def parse_offset_file(text: str) -> Offsets:
     if len(lines) < 3 or not lines[0].startswith("v"):
         raise ValueError("not a Spark offset log entry")
     try:
-        return offsets_from_json(json.loads(lines[2]))
+        data = json.loads(lines[2])
+        from ingest.sources.kinesis_offsets import is_kinesis_offset, next_positions
+
+        if is_kinesis_offset(data):
+            return next_positions(data)
+        return offsets_from_json(data)
     except (json.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
         raise ValueError(f"unparsable source offsets: {exc}") from None
 

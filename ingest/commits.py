@@ -8,8 +8,14 @@ from dataclasses import dataclass, field
 
 COMMIT_KEY = "lakeline.commit"  # Iceberg snapshot-summary key; Delta keeps the JSON in commitInfo.userMetadata
 
-# (topic or stream, partition or shard) -> next offset to read (one past the last offset the table covers)
-Offsets = dict[tuple[str, int], int]
+# (topic or stream, partition or shard) -> next offset to read (one past the last offset the table covers).
+# Kafka: (topic, int partition) -> offset. Kinesis: (stream, shard id string) -> last sequence number + 1 (Python
+# ints have no size limit; JSON keeps them exact).
+Offsets = dict[tuple[str, int | str], int]
+
+
+def _partition_key(part: str) -> int | str:
+    return int(part) if part.lstrip("-").isdigit() else part
 
 
 def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
@@ -20,7 +26,8 @@ def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
 
 
 def offsets_from_json(data: dict[str, dict[str, int]]) -> Offsets:
-    return {(topic, int(part)): int(offset) for topic, parts in data.items() for part, offset in parts.items()}
+    return {(topic, _partition_key(part)): int(offset)
+            for topic, parts in data.items() for part, offset in parts.items()}
 
 
 @dataclass(frozen=True)

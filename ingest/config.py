@@ -7,6 +7,7 @@ from ingest.settings. Every error names the file, the key and the fix.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -82,8 +83,24 @@ class KafkaSource(_Strict):
 class KinesisSource(_Strict):
     kind: Literal["kinesis"]
     stream: str
-    starting_position: Literal["TRIM_HORIZON", "LATEST"] = "TRIM_HORIZON"
+    starting_position: Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"] = "TRIM_HORIZON"
+    # For AT_TIMESTAMP: an ISO 8601 time with a zone, e.g. 2026-11-22T00:00:00Z.
+    starting_timestamp: datetime | None = None
     max_records_per_batch: Annotated[int, Field(gt=0)] = 100_000
+
+    @model_validator(mode="after")
+    def _timestamp_when_needed(self) -> "KinesisSource":
+        if (self.starting_position == "AT_TIMESTAMP") != (self.starting_timestamp is not None):
+            raise ValueError("set starting_timestamp exactly when starting_position is AT_TIMESTAMP")
+        if self.starting_timestamp is not None and self.starting_timestamp.tzinfo is None:
+            raise ValueError("starting_timestamp needs a zone, e.g. 2026-11-22T00:00:00Z")
+        return self
+
+    @property
+    def reader_starting_position(self) -> str:
+        if self.starting_timestamp is not None:
+            return f"AT_TIMESTAMP:{self.starting_timestamp.timestamp()}"
+        return self.starting_position
 
 
 class Partitioning(_Strict):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint, write_lineage
 from ingest.commits import CommitRecord, Offsets
 from ingest.config import PipelineConfig, parse_trigger
-from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
+from ingest.errors import CommitConflict, LakelineError, UnknownCommitOutcome
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
@@ -80,9 +80,6 @@ class Pipeline:
 
     def __init__(self, config: PipelineConfig, settings: Settings, spark: "SparkSession | None" = None,
                  trigger: str | None = None, echo: Callable[[str], None] = print):
-        if config.source.kind != "kafka":
-            raise ConfigError(f"pipeline {config.pipeline}: source.kind {config.source.kind!r} is not supported by "
-                              f"this build yet (Kafka only).")
         self.config, self.settings = config, settings
         self.trigger = parse_trigger(trigger or config.trigger)
         self.echo = echo
@@ -151,10 +148,32 @@ class Pipeline:
                 spec.setdefault(topic, {})[str(part)] = plan.starting_offsets.get((topic, part), -2)
         return json.dumps(spec)
 
+    def _kinesis_source(self, plan: StartPlan) -> "DataFrame":
+        import json
+
+        from ingest.adapters.kinesis import client_options
+        from ingest.sources.kinesis import register
+        from ingest.sources.kinesis_offsets import starting_positions
+
+        src = self.config.source
+        register(self.spark)
+        reader = (self.spark.readStream.format("lakeline-kinesis").option("stream", src.stream)
+                  .option("starting_position", src.reader_starting_position)
+                  .option("max_records_per_batch", str(src.max_records_per_batch)))
+        if plan.starting_offsets is not None:
+            # Rebuild: shards the table holds resume after their last recorded sequence number, others from
+            # TRIM_HORIZON (like Kafka's earliest for a partition the table has never seen).
+            reader = reader.option("starting_positions",
+                                   json.dumps(starting_positions(plan.starting_offsets, src.stream)))
+        # Endpoint, region and credentials travel as options to the Python workers (never printed).
+        return reader.options(**client_options(self.settings)).load()
+
     def _source(self, plan: StartPlan) -> "DataFrame":
         from ingest.adapters.kafka_admin import client_config
 
         src = self.config.source
+        if src.kind == "kinesis":
+            return self._kinesis_source(plan)
         reader = self.spark.readStream.format("kafka")
         for key, value in {**client_config(self.settings), **src.options}.items():
             reader = reader.option(f"kafka.{key}", value)
@@ -173,7 +192,8 @@ class Pipeline:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        from ingest.transforms import dead_letter_rows, decode, is_new, kafka_coordinates, table_rows
+        from ingest.transforms import (coordinates_for, dead_letter_rows, decode, is_new, kafka_coordinates,
+                                       kinesis_coordinates, table_rows)
 
         started = time.monotonic()
         report = BatchReport(batch_id)
@@ -182,18 +202,23 @@ class Pipeline:
             report.replayed = True
             report.seconds = time.monotonic() - started
             return
-        decoded = decode(kafka_coordinates(batch), self.config.record_schema).persist(StorageLevel.MEMORY_AND_DISK)
+        coords = coordinates_for(self.config)
+        raw = kinesis_coordinates(batch) if self.config.source.kind == "kinesis" else kafka_coordinates(batch)
+        decoded = decode(raw, self.config.record_schema).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
-            cover = decoded.groupBy("_topic", "_kafka_partition").agg(
-                F.min("_offset").alias("first"), F.max("_offset").alias("last"),
-                F.sum((good & is_new(self._main_end)).cast("long")).alias("rows"),
-                F.sum((bad & is_new(self._dlq_end)).cast("long")).alias("dead"),
+            cover = decoded.groupBy(coords.source, coords.partition).agg(
+                F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
+                F.sum((good & is_new(self._main_end, coords)).cast("long")).alias("rows"),
+                F.sum((bad & is_new(self._dlq_end, coords)).cast("long")).alias("dead"),
             ).collect()
             # The range each table newly covers starts where it left off (a replayed prefix is filtered out).
-            start = {(r["_topic"], r["_kafka_partition"]): max(r["first"], self._main_end.get(
-                (r["_topic"], r["_kafka_partition"]), 0)) for r in cover}
-            batch_end = {(r["_topic"], r["_kafka_partition"]): r["last"] + 1 for r in cover}
+            # Positions are ints here (Kinesis: the padded sequence strings parsed back).
+            # Kinesis sequence numbers are not contiguous: the range a Kinesis batch covers starts at the table's
+            # previous end (Spark hands out contiguous ranges), so consecutive commit ranges chain exactly.
+            start = {(r[0], r[1]): (max(int(r["first"]), self._main_end.get((r[0], r[1]), 0)) if coords.numeric
+                                    else self._main_end.get((r[0], r[1]), int(r["first"]))) for r in cover}
+            batch_end = {(r[0], r[1]): int(r["last"]) + 1 for r in cover}
             rows, dead = sum(r["rows"] for r in cover), sum(r["dead"] for r in cover)
             report.phases["scan"] = time.monotonic() - started
             ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
@@ -201,7 +226,7 @@ class Pipeline:
             if dead:
                 dlq_end = _advance(self._dlq_end, batch_end)
                 record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, dlq_end, 0, dead)
-                frame = dead_letter_rows(decoded, ingested_at).filter(is_new(self._dlq_end))
+                frame = dead_letter_rows(decoded, ingested_at, coords).filter(is_new(self._dlq_end, coords))
                 mark = time.monotonic()
                 self._commit(self.dead, frame, record)
                 self._dlq_end = dlq_end
@@ -209,7 +234,7 @@ class Pipeline:
                 _maybe_crash("after-dlq-commit", batch_id)
             main_end = _advance(self._main_end, batch_end)
             record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, main_end, rows, dead)
-            frame = table_rows(decoded, self.config, ingested_at).filter(is_new(self._main_end))
+            frame = table_rows(decoded, self.config, ingested_at).filter(is_new(self._main_end, coords))
             mark = time.monotonic()
             self._commit(self.main, frame, record)
             self._main_end, self._last = main_end, record
@@ -300,17 +325,26 @@ class Pipeline:
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), name="lakeline-heartbeat", daemon=True)
         heart.start()
+        # Spark runs available-now for a source without admission control (a Python data source) as a single
+        # batch, capped by the Kinesis reader's per-batch limit: repeat until a round plans no new batch.
+        drain_rounds = self.config.source.kind == "kinesis" and self.trigger[0] == "available-now"
         try:
-            while query.isActive and not self._stop.is_set():
-                query.awaitTermination(0.5)
-            if self._stop.is_set() and query.isActive:
-                self.echo(f"[{self.config.pipeline}] stop requested: stopping after the current batch "
-                          f"(an interrupted batch is replayed idempotently on the next run)")
-                query.stop()
-            self._await_progress_lines()
-            failure = query.exception()
-            if failure is not None:
-                raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
+            while True:
+                batches_before = len(self._reports)
+                while query.isActive and not self._stop.is_set():
+                    query.awaitTermination(0.5)
+                if self._stop.is_set() and query.isActive:
+                    self.echo(f"[{self.config.pipeline}] stop requested: stopping after the current batch "
+                              f"(an interrupted batch is replayed idempotently on the next run)")
+                    query.stop()
+                self._await_progress_lines()
+                failure = query.exception()
+                if failure is not None:
+                    raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
+                if not drain_rounds or self._stop.is_set() or len(self._reports) == batches_before:
+                    break
+                self.spark.streams.removeListener(self._listener)
+                query = self.start()
         finally:
             beating.set()
             heart.join(30)

@@ -27,7 +27,8 @@ class ProduceResult:
     topic: str
     count: int
     bad: dict[str, int] = field(default_factory=dict)
-    partitions: dict[int, list[int]] = field(default_factory=dict)  # partition -> [first offset, last offset]
+    # Kafka: partition -> [first offset, last offset]; Kinesis: shard id -> [first sequence, last sequence]
+    partitions: dict[int | str, list[int]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -78,11 +79,14 @@ def source_topic(config: PipelineConfig) -> str:
 def produce(config: PipelineConfig, settings: Settings, count: int, rate: float | None = None,
             bad_ratio: float = 0.0, seed: int | None = None, partitions: int = 4, echo=print,
             record_dir: Path | None = None) -> ProduceResult:
-    """Send `count` events to the pipeline's first topic (created with `partitions` if missing)."""
-    from confluent_kafka import Producer
-
+    """Send `count` events to the pipeline's first topic (created with `partitions` if missing), or to its
+    Kinesis stream (created with `partitions` shards if missing)."""
     if count < 0 or not 0.0 <= bad_ratio <= 1.0:
         raise ConfigError("--count must be >= 0 and --bad-ratio between 0 and 1")
+    if config.source.kind == "kinesis":
+        return _produce_kinesis(config, settings, count, rate, bad_ratio, seed, partitions, echo, record_dir)
+    from confluent_kafka import Producer
+
     topic = source_topic(config)
     if KafkaAdmin(settings).ensure_topic(topic, partitions):
         echo(f"created topic {topic} ({partitions} partitions)")
@@ -132,6 +136,79 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
     if remaining or errors:
         raise LakelineError(f"produce: {remaining} messages undelivered, {len(errors)} delivery errors "
                             f"(first: {errors[:1]}); nothing is recorded as produced for them")
+    _record(result, record_dir or _default_record_dir())
+    return result
+
+
+def _payloads(config: PipelineConfig, count: int, bad_ratio: float, seed: int | None, result: ProduceResult):
+    """(key, payload) of `count` sample events; counts the bad ones by kind in `result`."""
+    rng = random.Random(seed)
+    base = datetime.now(UTC).replace(microsecond=0)
+    max_bytes = config.record_schema.max_record_bytes
+    for _ in range(count):
+        event = good_event(rng, base)
+        if bad_ratio and rng.random() < bad_ratio:
+            kind = BAD_KINDS[sum(result.bad.values()) % len(BAD_KINDS)]
+            result.bad[kind] = result.bad.get(kind, 0) + 1
+            payload = bad_payload(kind, event, max_bytes)
+        else:
+            if rng.random() < 0.02:
+                event["coupon"] = f"SAVE{rng.randint(5, 30)}"  # undeclared field -> _rescued_data
+            payload = json.dumps(event, separators=(",", ":")).encode()
+        yield event["customer_id"], payload
+
+
+def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rate: float | None, bad_ratio: float,
+                     seed: int | None, shards: int, echo, record_dir: Path | None) -> ProduceResult:
+    """put_records in chunks of 500; failed entries (throttling) are re-sent with backoff, in order per key."""
+    from ingest.adapters.kinesis import KinesisClient, KinesisError, backoff_delays, client_options
+
+    stream = config.source.stream
+    client = KinesisClient(client_options(settings))
+    try:
+        client.call("describe_stream_summary", StreamName=stream)
+    except KinesisError as exc:
+        if "not found" not in str(exc):
+            raise
+        client.call("create_stream", StreamName=stream, ShardCount=shards)
+        client.client.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 1})
+        echo(f"created stream {stream} ({shards} shards)")
+    result = ProduceResult(stream, count)
+    started = time.monotonic()
+    pending: list[dict] = []
+
+    def flush() -> None:
+        entries, attempt = list(pending), 0
+        while entries:
+            response = client.call("put_records", StreamName=stream, Records=entries)
+            retry = []
+            for entry, outcome in zip(entries, response["Records"], strict=True):
+                if "SequenceNumber" in outcome:
+                    span = result.partitions.setdefault(outcome["ShardId"], [int(outcome["SequenceNumber"])] * 2)
+                    seq = int(outcome["SequenceNumber"])
+                    span[0], span[1] = min(span[0], seq), max(span[1], seq)
+                else:
+                    retry.append(entry)
+            if retry:
+                if attempt >= 8:
+                    raise LakelineError(f"produce: {len(retry)} records still refused by Kinesis after retries "
+                                        f"({response['Records'][0].get('ErrorCode')})")
+                time.sleep(backoff_delays(attempt + 1)[-1])
+                attempt += 1
+            entries = retry
+        pending.clear()
+
+    for i, (key, payload) in enumerate(_payloads(config, count, bad_ratio, seed, result)):
+        pending.append({"Data": payload, "PartitionKey": key})
+        if len(pending) == 500:
+            flush()
+        if rate:
+            ahead = (i + 1) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                flush()
+                time.sleep(ahead)
+    flush()
+    result.seconds = time.monotonic() - started
     _record(result, record_dir or _default_record_dir())
     return result
 

@@ -8,6 +8,7 @@ for a metadata column.)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
@@ -36,14 +37,62 @@ COORDINATE_FIELDS = [
     StructField("_kafka_timestamp", TimestampType(), True),
 ]
 COORDINATES = [f.name for f in COORDINATE_FIELDS]
-DEAD_LETTER_SCHEMA = StructType([
-    *COORDINATE_FIELDS,
-    StructField("_key", BinaryType(), True),
-    StructField("_raw", BinaryType(), True),
-    StructField("_error", StringType(), False),
-    StructField("_error_detail", StringType(), True),
-    StructField("_ingested_at", TimestampType(), False),
-])
+# Kinesis: sequence numbers (up to ~56 digits) do not fit a long; they are stored zero-padded to a fixed width
+# (ingest.sources.kinesis_offsets.SEQ_WIDTH) so string order is numeric order, in SQL too.
+KINESIS_COORDINATE_FIELDS = [
+    StructField("_stream", StringType(), False),
+    StructField("_shard", StringType(), False),
+    StructField("_sequence", StringType(), False),
+    StructField("_arrival_timestamp", TimestampType(), True),
+]
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """Where a record came from, source-neutral: (source, partition) -> position. Kafka: (topic, partition) ->
+    offset (long). Kinesis: (stream, shard) -> sequence number (zero-padded string). Commit records hold, per
+    (source, partition), the next position as a Python int (for Kinesis: last sequence number + 1)."""
+    fields: tuple[StructField, ...]
+    source: str
+    partition: str
+    position: str
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    @property
+    def numeric(self) -> bool:
+        return self.position == "_offset"
+
+    def literal(self, position: int) -> Column:
+        if self.numeric:
+            return F.lit(int(position)).cast("long")
+        from ingest.sources.kinesis_offsets import pad_sequence
+
+        return F.lit(pad_sequence(position))
+
+
+KAFKA = Coordinates(tuple(COORDINATE_FIELDS), "_topic", "_kafka_partition", "_offset")
+KINESIS = Coordinates(tuple(KINESIS_COORDINATE_FIELDS), "_stream", "_shard", "_sequence")
+
+
+def coordinates_for(config: PipelineConfig) -> Coordinates:
+    return KINESIS if config.source.kind == "kinesis" else KAFKA
+
+
+def dead_letter_schema(coords: Coordinates = KAFKA) -> StructType:
+    return StructType([
+        *coords.fields,
+        StructField("_key", BinaryType(), True),
+        StructField("_raw", BinaryType(), True),
+        StructField("_error", StringType(), False),
+        StructField("_error_detail", StringType(), True),
+        StructField("_ingested_at", TimestampType(), False),
+    ])
+
+
+DEAD_LETTER_SCHEMA = dead_letter_schema(KAFKA)
 
 
 def record_struct(schema: RecordSchema) -> StructType:
@@ -59,7 +108,7 @@ def table_schema(config: PipelineConfig) -> StructType:
         fields.append(StructField(part.column, DateType() if part.transform == "day" else source_type, True))
     fields += [
         StructField("_rescued_data", StringType(), True),
-        *COORDINATE_FIELDS,
+        *coordinates_for(config).fields,
         StructField("_ingested_at", TimestampType(), False),
     ]
     return StructType(fields)
@@ -74,6 +123,18 @@ def kafka_coordinates(kafka_df: DataFrame) -> DataFrame:
         F.col("timestamp").alias("_kafka_timestamp"),
         F.col("key").alias("_key"),
         F.col("value").alias("_raw"),
+    )
+
+
+def kinesis_coordinates(kinesis_df: DataFrame) -> DataFrame:
+    """The lakeline-kinesis source's columns -> the common raw-record shape (Kinesis coordinate names)."""
+    return kinesis_df.select(
+        F.col("stream").alias("_stream"),
+        F.col("shard_id").alias("_shard"),
+        F.col("sequence_number").alias("_sequence"),
+        F.col("approximate_arrival_timestamp").alias("_arrival_timestamp"),
+        F.col("partition_key").cast("binary").alias("_key"),
+        F.col("data").alias("_raw"),
     )
 
 
@@ -139,27 +200,31 @@ def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column) 
     if part is not None:
         source = F.col(part.source)
         columns.append((F.to_date(source) if part.transform == "day" else source).alias(part.column))
-    columns += [F.col("_rescued_data"), *[F.col(c) for c in COORDINATES], ingested_at.alias("_ingested_at")]
+    columns += [F.col("_rescued_data"), *[F.col(c) for c in coordinates_for(config).names],
+                ingested_at.alias("_ingested_at")]
     return good.select(*columns)
 
 
-def dead_letter_rows(decoded: DataFrame, ingested_at: Column) -> DataFrame:
+def dead_letter_rows(decoded: DataFrame, ingested_at: Column, coords: Coordinates = KAFKA) -> DataFrame:
     """Failed records with raw bytes, reason and coordinates."""
     bad = decoded.filter(F.col("_error").isNotNull())
-    return bad.select(*COORDINATES, "_key", "_raw", "_error", "_error_detail", ingested_at.alias("_ingested_at"))
+    return bad.select(*coords.names, "_key", "_raw", "_error", "_error_detail", ingested_at.alias("_ingested_at"))
 
 
-def is_new(high_water: dict[tuple[str, int], int]) -> Column:
-    """True for records at or past the table's recorded next offset for their (topic, partition)."""
+def is_new(high_water: dict[tuple[str, int | str], int], coords: Coordinates = KAFKA) -> Column:
+    """True for records at or past the table's recorded next position for their (source, partition)."""
     if not high_water:
         return F.lit(True)
     pairs = [item for (topic, part), offset in high_water.items()
-             for item in (F.lit(f"{topic}:{part}"), F.lit(offset).cast("long"))]
-    key = F.concat_ws(":", F.col("_topic"), F.col("_kafka_partition").cast("string"))
-    floor = F.coalesce(F.try_element_at(F.create_map(*pairs), key), F.lit(-1).cast("long"))
-    return F.col("_offset") >= floor
+             for item in (F.lit(f"{topic}:{part}"), coords.literal(offset))]
+    key = F.concat_ws(":", F.col(coords.source), F.col(coords.partition).cast("string"))
+    # Unknown partition: everything is new (-1 for offsets, "" for padded sequence numbers).
+    lowest = F.lit(-1).cast("long") if coords.numeric else F.lit("")
+    floor = F.coalesce(F.try_element_at(F.create_map(*pairs), key), lowest)
+    return F.col(coords.position) >= floor
 
 
-def not_yet_committed(frame: DataFrame, high_water: dict[tuple[str, int], int]) -> DataFrame:
+def not_yet_committed(frame: DataFrame, high_water: dict[tuple[str, int | str], int],
+                      coords: Coordinates = KAFKA) -> DataFrame:
     """Keep records the table does not hold yet: a replayed or re-planned range never writes a record twice."""
-    return frame.filter(is_new(high_water))
+    return frame.filter(is_new(high_water, coords))

@@ -43,20 +43,21 @@ class TableSink(Protocol):
 
 def sinks_for(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") -> tuple[TableSink, TableSink]:
     """(main table, dead-letter table) for the pipeline's sink format."""
-    from ingest.transforms import DEAD_LETTER_SCHEMA, table_schema
+    from ingest.transforms import coordinates_for, dead_letter_schema, table_schema
 
     partition = [config.sink.partition.column] if config.sink.partition else []
+    dead_schema = dead_letter_schema(coordinates_for(config))
     if config.sink.format == "delta":
         from ingest.sinks.delta import DeltaSink
 
         return (DeltaSink(spark, config.delta_location(settings), table_schema(config), partition, config.pipeline),
-                DeltaSink(spark, config.delta_location(settings, config.sink.dead_letters), DEAD_LETTER_SCHEMA,
+                DeltaSink(spark, config.delta_location(settings, config.sink.dead_letters), dead_schema,
                           [], config.pipeline))
     from ingest.sinks.iceberg import IcebergSink
 
     return (IcebergSink(spark, config.iceberg_identifier(settings), table_schema(config), partition,
                         config.pipeline),
-            IcebergSink(spark, config.iceberg_identifier(settings, config.sink.dead_letters), DEAD_LETTER_SCHEMA,
+            IcebergSink(spark, config.iceberg_identifier(settings, config.sink.dead_letters), dead_schema,
                         [], config.pipeline))
 
 

@@ -5,7 +5,9 @@
     spark.readStream.format("lakeline-kinesis").option("stream", "orders").options(**connection).load()
 
 Options: stream (required); starting_position TRIM_HORIZON | LATEST | AT_TIMESTAMP:<epoch seconds>;
-max_records_per_batch; connection: endpoint, region, access_key_id, secret_access_key, session_token.
+starting_positions (JSON {shard id: position}, overrides starting_position for those shards; other shards start at
+TRIM_HORIZON: how a pipeline rebuilds its checkpoint from the table's offsets); max_records_per_batch;
+connection: endpoint, region, access_key_id, secret_access_key, session_token.
 
 Planning happens on the driver in latestOffset(): it reads ahead (at most the per-batch record limit, split over
 the readable shards) and records, per shard, the last sequence number the batch includes. read() then re-reads
@@ -76,6 +78,14 @@ class KinesisStreamReader(DataSourceStreamReader):
         self.stream = options["stream"]
         self.starting_position = _starting_position(options.get("starting_position"))
         self.max_records = int(options.get("max_records_per_batch") or DEFAULT_MAX_RECORDS)
+        explicit = options.get("starting_positions")
+        self.explicit: dict[str, str] | None = None
+        if explicit:
+            import json
+
+            self.explicit = {str(k): str(v) for k, v in json.loads(explicit).items()}
+            for position in self.explicit.values():
+                ko.last_sequence(position)  # validates
         self.connection = _connection(options)
         self._client = None
         self._initial: dict | None = None
@@ -93,8 +103,11 @@ class KinesisStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         if self._initial is None:
             shards = self.client.list_shards(self.stream)
-            self._initial = ko.offset(self.stream, ko.with_new_shards({}, shards, self.starting_position,
-                                                                      time.time(), first=True))
+            if self.explicit is not None:
+                positions = ko.with_new_shards(self.explicit, shards, ko.TRIM_HORIZON, time.time(), first=True)
+            else:
+                positions = ko.with_new_shards({}, shards, self.starting_position, time.time(), first=True)
+            self._initial = ko.offset(self.stream, positions)
         return self._initial
 
     def _advance(self, end: dict) -> None:
@@ -107,7 +120,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         shards = self.client.list_shards(self.stream)
         positions = ko.with_new_shards(self._current, shards, self.starting_position, time.time())
         readable = ko.readable_shards(shards, positions)
-        for shard, budget in zip(readable, ko.split_budget(self.max_records, len(readable))):
+        for shard, budget in zip(readable, ko.split_budget(self.max_records, len(readable)), strict=True):
             positions[shard.shard_id] = self._scan(shard, positions[shard.shard_id], budget)
         self._current = positions
         return ko.offset(self.stream, positions)

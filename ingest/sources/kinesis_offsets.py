@@ -174,3 +174,23 @@ def merge_max(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
         if shard_id not in out or compare(pos, out[shard_id]) > 0:
             out[shard_id] = pos
     return out
+
+
+# ---- bridge to the pipeline's source-neutral offsets: (stream, shard) -> next position (int) -------------------
+def is_kinesis_offset(data: object) -> bool:
+    return isinstance(data, dict) and set(data) == {"stream", "shards"} and isinstance(data["shards"], dict)
+
+
+def next_positions(off: dict) -> dict[tuple[str, str], int]:
+    """A source offset as the pipeline's Offsets: per shard, last planned sequence number + 1 (0: none yet)."""
+    out = {}
+    for shard_id, position in off["shards"].items():
+        seq = last_sequence(position)
+        out[(off["stream"], shard_id)] = 0 if seq is None else seq + 1
+    return out
+
+
+def starting_positions(table_end: dict[tuple[str, int | str], int], stream: str) -> dict[str, str]:
+    """Where a rebuilt checkpoint starts each shard the table knows: after its last recorded sequence number.
+    Shards the table has not seen are not listed (they start at TRIM_HORIZON)."""
+    return {str(shard): after(end - 1) for (name, shard), end in table_end.items() if name == stream and end > 0}

@@ -84,7 +84,7 @@ def _put(client, stream, start, count):
         resp = client.put_records(StreamName=stream, Records=[
             {"Data": str(i).encode(), "PartitionKey": f"key-{i}"} for i in ids])
         assert resp.get("FailedRecordCount", 0) == 0
-        for i, rec in zip(ids, resp["Records"]):
+        for i, rec in zip(ids, resp["Records"], strict=True):
             out[(rec["ShardId"], int(rec["SequenceNumber"]))] = str(i).encode()
     return out
 

@@ -75,7 +75,8 @@ def test_plan_ranges_is_deterministic_and_skips_unmoved_shards():
 
 
 def test_merge_max_keeps_the_later_position():
-    merged = ko.merge_max({"a": ko.after(5), "b": ko.done(2)}, {"a": ko.after(3), "b": ko.after(2), "c": "TRIM_HORIZON"})
+    merged = ko.merge_max({"a": ko.after(5), "b": ko.done(2)},
+                          {"a": ko.after(3), "b": ko.after(2), "c": "TRIM_HORIZON"})
     assert merged == {"a": "AFTER:5", "b": "DONE:2", "c": "TRIM_HORIZON"}
 
 
