@@ -24,6 +24,17 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def _fast_moto() -> None:
+    """moto 5.2.5 finds a shard's newest sequence number with list(keys)[-1] on every put (quadratic loading);
+    use the OrderedDict's O(1) end instead. Performance only: same numbers, same behaviour."""
+    import logging
+
+    from moto.kinesis import models
+
+    models.Shard.get_max_sequence_number = lambda self: next(reversed(self.records)) if self.records else 0
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=200_000)
@@ -39,6 +50,7 @@ def main() -> None:
     from ingest.produce import good_event
     from ingest.sources.kinesis import register
 
+    _fast_moto()
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -61,7 +73,11 @@ def main() -> None:
     put_seconds = time.monotonic() - started
     print(f"put {args.count} records ({payload_bytes / 1e6:.1f} MB) into {args.shards} shards in {put_seconds:.1f}s")
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench-kinesis-read")
+    import os
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need the venv (pyarrow, boto3)
+    spark = (SparkSession.builder.master("local[2]").config("spark.pyspark.python", sys.executable).appName("bench-kinesis-read")
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)

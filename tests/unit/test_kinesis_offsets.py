@@ -160,3 +160,40 @@ def test_expired_iterator_is_reacquired_after_the_last_sequence():
     assert pages[-1][1] is True  # shard ended
     assert fake.iterators[1] == {"StreamName": "orders", "ShardId": "s0", "ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
                                  "StartingSequenceNumber": "5"}
+
+
+def test_example_kinesis_pipeline_loads_and_start_positions_validate():
+    from pathlib import Path
+
+    from ingest.config import load_pipeline
+    from ingest.errors import ConfigError
+
+    example = Path(__file__).resolve().parents[2] / "conf" / "examples" / "orders_kinesis_delta.yaml"
+    config = load_pipeline(example)
+    assert config.source.kind == "kinesis" and config.source.reader_starting_position == "TRIM_HORIZON"
+    text = example.read_text().replace("starting_position: TRIM_HORIZON",
+                                       "starting_position: AT_TIMESTAMP\n  starting_timestamp: 2026-11-22T00:00:00Z")
+    other = example.parent.parent.parent / "tests" / "unit" / "_tmp_kinesis.yaml"
+    try:
+        other.write_text(text)
+        assert load_pipeline(other).source.reader_starting_position == "AT_TIMESTAMP:1795305600.0"
+        other.write_text("\n".join(line for line in text.splitlines() if "  starting_timestamp:" not in line))
+        with pytest.raises(ConfigError, match="starting_timestamp"):
+            load_pipeline(other)
+    finally:
+        other.unlink(missing_ok=True)
+
+
+def test_checkpoint_offsets_of_the_kinesis_source_become_table_offsets():
+    from ingest.checkpoint import parse_offset_file
+    from ingest.commits import offsets_from_json, offsets_to_json
+
+    entry = 'v1\n{"batchWatermarkMs":0}\n{"stream":"orders","shards":{"shardId-000000000000":"AFTER:' + BIG + \
+        '","shardId-000000000001":"DONE:7","shardId-000000000002":"TRIM_HORIZON"}}\n'
+    offsets = parse_offset_file(entry)
+    assert offsets == {("orders", "shardId-000000000000"): int(BIG) + 1, ("orders", "shardId-000000000001"): 8,
+                       ("orders", "shardId-000000000002"): 0}
+    assert offsets_from_json(offsets_to_json(offsets)) == offsets  # shard ids survive the commit record
+    assert offsets_from_json({"t": {"3": 5}}) == {("t", 3): 5}     # Kafka partitions stay ints
+    assert ko.starting_positions(offsets, "orders") == {"shardId-000000000000": "AFTER:" + BIG,
+                                                        "shardId-000000000001": "AFTER:7"}
