@@ -76,7 +76,7 @@ def test_kinesis_lost_checkpoint_resumes_from_table_offsets(conf_dir, settings, 
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, spark):
+def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, request):
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
     bad = produce(config, settings, 4000, bad_ratio=0.05, seed=21, partitions=2, echo=print).bad_total
     cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path), "--trigger", "available-now"]
@@ -87,12 +87,13 @@ def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, 
     final = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
     assert "start: resume" in final.stdout and "batch 2: replayed, already in table" in final.stdout
-    _assert_exact(reconcile(config, settings, spark), 4000, bad)
+    # The test's own SparkSession starts only now, so only one Spark driver runs at a time.
+    _assert_exact(reconcile(config, settings, request.getfixturevalue("spark")), 4000, bad)
 
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings, spark, tmp_path):
+def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings, request, tmp_path):
     """kill -9 the driver at 3 random moments while a producer keeps writing; restart each time; exact."""
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=3000)
     produce(config, settings, 0, partitions=3, echo=print)  # create the stream with 3 shards
@@ -131,6 +132,6 @@ def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, s
                             "--trigger", "available-now"], capture_output=True, text=True, env=os.environ.copy(),
                            timeout=900)
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
-    report = reconcile(config, settings, spark)
+    report = reconcile(config, settings, request.getfixturevalue("spark"))
     _assert_exact(report, produced["count"], produced["bad"])
     assert report.commits >= 3
