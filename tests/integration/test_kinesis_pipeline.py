@@ -75,6 +75,7 @@ def test_kinesis_lost_checkpoint_resumes_from_table_offsets(conf_dir, settings, 
     _assert_exact(reconcile(config, settings, spark), 5000, first.bad_total + second.bad_total)
 
 
+@pytest.mark.heavy  # three driver JVMs, ~4.5 min per format
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, request):
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
