@@ -77,7 +77,8 @@ def main() -> None:
     import sys
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers need the venv (pyarrow, boto3)
-    spark = (SparkSession.builder.master("local[2]").config("spark.pyspark.python", sys.executable).appName("bench-kinesis-read")
+    spark = (SparkSession.builder.master("local[2]").config("spark.pyspark.python", sys.executable)
+             .appName("bench-kinesis-read")
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
