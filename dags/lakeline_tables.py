@@ -1,8 +1,10 @@
 """Airflow DAGs for every maintained table declared in conf/tables/*.yaml (adding a file adds its DAGs):
 
 - lakeline_compact__<table>: hourly. health -> decide (the policy's plan, a dry run) -> compact (only when the
-  plan selects partitions) -> health after. Decisions are made as of the run's data interval end, so a retry of
-  the same run decides the same way, and a partition compacted by the first try is under threshold on the retry.
+  plan selects partitions) -> health after. Partition-scoped by the run's data interval: a run compacts the
+  partitions that went quiet in its interval (newest file written in the interval less the hot window; the start
+  reaches back to the last successful run, so a missed run's partitions are not lost). Decisions are made as of
+  the interval end, so a retry decides the same way, and finds what the first try compacted no longer in scope.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset), never beside it: VACUUM / expire_snapshots + orphan removal with the table file's guards.
 
@@ -41,6 +43,10 @@ def _as_of() -> str:
     return tasks.run_as_of(get_current_context()).isoformat()
 
 
+def _interval() -> tuple[str, str] | None:
+    return tasks.run_interval(get_current_context())
+
+
 def compact_dag(name: str, path: str):
     @dag(dag_id=f"lakeline_compact__{name}", schedule="@hourly", start_date=START, catchup=False,
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
@@ -52,8 +58,10 @@ def compact_dag(name: str, path: str):
 
         @task
         def decide(_health: dict) -> dict:
-            plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True)
-            print(f"decision: {len(plan.get('partitions', []))} partition(s) to compact")
+            plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True, interval=_interval())
+            print(f"decision for interval {plan.get('interval')}: {len(plan.get('partitions', []))} partition(s) to "
+                  f"compact, {len(plan.get('skipped_by_policy', []))} under threshold or hot, "
+                  f"{plan.get('out_of_interval', 0)} outside the interval")
             return plan
 
         @task.short_circuit
@@ -62,7 +70,7 @@ def compact_dag(name: str, path: str):
 
         @task(outlets=[compacted_asset(name)])
         def compact(_plan: dict) -> dict:
-            return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False)
+            return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False, interval=_interval())
 
         @task
         def health_after(_result: dict) -> dict:

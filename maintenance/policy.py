@@ -314,6 +314,8 @@ class Plan:
     chosen: list[PartitionChoice]  # to compact, newest first
     skipped: list[PartitionChoice]
     bytes_planned: int
+    # With an interval: partitions left to the run whose interval they settled in (not listed one by one).
+    out_of_interval: int = 0
 
     @property
     def partitions(self) -> list[str]:
@@ -325,11 +327,24 @@ def partition_sort_key(partition: str) -> str:
     return partition.partition("=")[2] or partition
 
 
+def settled_range(interval: tuple[datetime | None, datetime], compaction: Compaction
+                  ) -> tuple[datetime | None, datetime]:
+    """The write times a scheduler interval [start, end) is responsible for: [start - hot window, end - hot window).
+
+    A partition belongs to the run in whose range its newest file falls: by that run's end it has been quiet for a
+    whole hot window, so it is never hot there, and each partition is picked up by exactly one run after its last
+    write. `start` None means no lower bound (a first run sweeps everything that has settled)."""
+    start, end = interval
+    window = compaction.hot_window
+    return (start - window if start is not None else None), end - window
+
+
 def decide(health: TableHealth, compaction: Compaction, now: datetime, only: list[str] | None = None,
-           include_hot: bool = False) -> Plan:
+           include_hot: bool = False, interval: tuple[datetime | None, datetime] | None = None) -> Plan:
     """Which partitions to compact: over threshold (enough small files and a high enough small share), newest
     first, skipping the hot partition (newest file younger than the hot window) unless `include_hot`, until
-    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions (values or col=value)."""
+    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions (values or col=value);
+    `interval` (a scheduler run's data interval) to the partitions that settled in it (see `settled_range`)."""
     chosen: list[PartitionChoice] = []
     skipped: list[PartitionChoice] = []
     budget = compaction.max_bytes
@@ -342,8 +357,15 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
         (chosen if action == "compact" else skipped).append(
             PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files))
 
+    settled = settled_range(interval, compaction) if interval is not None else None
+    out_of_interval = 0
     for part in ordered:
         if wanted is not None and part.partition not in wanted:
+            continue
+        if settled is not None and not (part.newest_file_at is not None
+                                        and (settled[0] is None or part.newest_file_at >= settled[0])
+                                        and part.newest_file_at < settled[1]):
+            out_of_interval += 1
             continue
         if part.small_files < compaction.min_small_files:
             record(part, "skip", f"{part.small_files} small files < min_small_files {compaction.min_small_files}")
@@ -366,7 +388,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
         known = {p.partition for p in health.partitions}
         for missing in sorted(wanted - known):
             skipped.append(PartitionChoice(missing, "skip", "no such partition", 0, 0, 0))
-    return Plan(health.table, chosen, skipped, used)
+    return Plan(health.table, chosen, skipped, used, out_of_interval)
 
 
 def size_histogram(sizes: list[int], target: int) -> dict[str, int]:

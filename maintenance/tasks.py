@@ -111,6 +111,27 @@ def run_as_of(context) -> datetime:
     return context.get("data_interval_end") or context["dag_run"].run_after
 
 
+def _resolved(value):
+    """Airflow hands some context values as lazy proxies; this is the value behind one (or the value itself)."""
+    return getattr(value, "__wrapped__", value)
+
+
+def run_interval(context) -> tuple[str, str] | None:
+    """The data interval a compaction run is responsible for, as `lakeline compact --interval` arguments.
+
+    The start is moved back to the end of the previous successful run, so the interval of a missed or failed run
+    is covered by the next one; before any run has succeeded it is '-' (the first run sweeps the backlog). A
+    retry sees the same previous success, so it gets the same interval. None for a run without a data interval
+    (a manual trigger): the whole table, as of `run_as_of`."""
+    start, end = _resolved(context.get("data_interval_start")), _resolved(context.get("data_interval_end"))
+    if start is None or end is None or start >= end:
+        return None
+    previous = _resolved(context.get("prev_data_interval_end_success"))
+    if previous is None:
+        return "-", end.isoformat()
+    return min(start, previous).isoformat(), end.isoformat()
+
+
 # ---- the steps the DAGs wire together ------------------------------------------------------------------------
 def backup_checkpoint(pipeline: str, echo=print) -> dict:
     return run_lakeline(["checkpoint", "backup", "--pipeline", pipeline, "--output", "json"], echo).output
@@ -152,9 +173,11 @@ def table_health(table: str, conf_dir: str | Path, as_of: str, echo=print) -> di
                          "json"], echo).output
 
 
-def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool, echo=print) -> dict:
+def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool, interval: tuple[str, str] | None = None,
+            echo=print) -> dict:
     return run_lakeline(["compact", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
-                         "json", *(["--dry-run"] if dry_run else [])], echo).output
+                         "json", *(["--interval", *interval] if interval else []),
+                         *(["--dry-run"] if dry_run else [])], echo).output
 
 
 def retain(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:

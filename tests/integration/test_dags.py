@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pendulum
 import pytest
 import yaml
 
@@ -127,19 +128,30 @@ def test_compact_dag_compacts_then_retain_dag_keeps_the_time_travel_window(airfl
     before = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     answer = sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect())
 
-    run = _dag(f"lakeline_compact__{name}").test()
+    # A run whose data interval lies before every write is out of scope for all partitions: nothing happens.
+    stale = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.datetime(2026, 1, 1, 0, 30, tz="UTC"))
+    states = {ti.task_id: ti.state for ti in stale.get_task_instances()}
+    assert stale.state == "success" and states["compact"] == "skipped", states
+    plan = stale.get_task_instance("decide").xcom_pull(task_ids="decide")
+    assert plan["partitions"] == [] and plan["out_of_interval"] >= 2 and plan["skipped_by_policy"] == [], plan
+    assert spark.table(f"{config.iceberg_identifier(settings)}.files").count() == before
+
+    # The hour after the writes: its interval (widened back to the last success) holds every partition's newest
+    # file, so each partition over threshold is compacted. (@hourly: logical date T+1h -> [floor(T), floor(T)+1h).)
+    written = pendulum.now("UTC")
+    run = _dag(f"lakeline_compact__{name}").test(logical_date=written.add(hours=1))
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == dict.fromkeys(["health_before", "decide", "needed", "compact", "health_after"], "success")
     plan = run.get_task_instance("decide").xcom_pull(task_ids="decide")
-    assert plan["dry_run"] and plan["partitions"], plan
+    assert plan["dry_run"] and plan["partitions"] and plan["interval"][0] == "2026-01-01T00:00:00+00:00", plan
     after = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     assert after < before, (before, after)
     assert sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect()) == answer
     health = run.get_task_instance("health_after").xcom_pull(task_ids="health_after")
     assert sum(p["files"] for p in health["partitions"]) == after
 
-    again = _dag(f"lakeline_compact__{name}").test()  # nothing left over threshold: compact is skipped
+    again = _dag(f"lakeline_compact__{name}").test(logical_date=written.add(hours=2))  # nothing left to do
     states = {ti.task_id: ti.state for ti in again.get_task_instances()}
     assert again.state == "success" and states["compact"] == "skipped" and states["health_after"] == "skipped"
 

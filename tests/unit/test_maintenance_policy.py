@@ -123,6 +123,28 @@ def test_max_bytes_per_run_caps_the_plan_but_always_takes_one():
     assert huge.partitions == ["event_date=2026-11-20"]  # one oversized partition still makes progress
 
 
+def test_interval_scopes_to_partitions_that_went_quiet_in_it():
+    # NOW is 12:00, hot window 1h. The run for [10:00, 11:00) owns partitions whose newest file was written in
+    # [09:00, 10:00): by 11:00 they have been quiet for a whole hot window.
+    start, end = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
+    health = _health(_part("2026-11-18", 10, 10, age_hours=3.5),   # newest file 08:30: an earlier run's
+                     _part("2026-11-19", 10, 10, age_hours=3.0),   # 09:00: this run's (inclusive start)
+                     _part("2026-11-20", 10, 10, age_hours=2.5),   # 09:30: this run's
+                     _part("2026-11-21", 10, 10, age_hours=2.0),   # 10:00: the next run's (exclusive end)
+                     _part("2026-11-22", 10, 10, age_hours=0.1))   # 11:54: still being written
+    plan = decide(health, POLICY, end, interval=(start, end))
+    assert plan.partitions == ["event_date=2026-11-20", "event_date=2026-11-19"]
+    assert plan.out_of_interval == 3 and plan.skipped == []  # out-of-scope partitions are counted, not listed
+    # The next run takes 11-21; the partition being written belongs to no run until it goes quiet.
+    assert decide(health, POLICY, NOW, interval=(end, NOW)).partitions == ["event_date=2026-11-21"]
+    # No lower bound (the first run ever): everything that went quiet before 10:00.
+    assert decide(health, POLICY, end, interval=(None, end)).partitions == [
+        "event_date=2026-11-20", "event_date=2026-11-19", "event_date=2026-11-18"]
+    # A retry after 11-19 was compacted at 12:00: its newest file is the compacted one, outside the interval.
+    compacted = _health(_part("2026-11-19", 1, 1, age_hours=0.0), _part("2026-11-20", 10, 10, age_hours=2.5))
+    assert decide(compacted, POLICY, end, interval=(start, end)).partitions == ["event_date=2026-11-20"]
+
+
 def test_partition_filter_accepts_values_and_reports_unknown():
     health = _health(_part("2026-11-19", 10, 10), _part("2026-11-20", 10, 10))
     plan = decide(health, POLICY, NOW, only=["2026-11-19", "event_date=2026-01-01"])
