@@ -19,13 +19,16 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import Asset, dag, get_current_context, task
+from airflow.sdk import Asset, CronTriggerTimetable, dag, get_current_context, task
 
 from maintenance import tasks
 from maintenance.policy import load_table
 
 CONF_DIR = Path(os.environ.get("LAKELINE_CONF_DIR") or Path(__file__).resolve().parent.parent / "conf")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
+# Hourly, each run standing for the hour that just ended: [run time - 1h, run time). (Plain "@hourly" is a
+# trigger timetable in Airflow 3, whose runs have a zero-length data interval.)
+HOURLY = CronTriggerTimetable("0 * * * *", timezone="UTC", interval=timedelta(hours=1))
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}
 
@@ -48,7 +51,7 @@ def _interval() -> tuple[str, str] | None:
 
 
 def compact_dag(name: str, path: str):
-    @dag(dag_id=f"lakeline_compact__{name}", schedule="@hourly", start_date=START, catchup=False,
+    @dag(dag_id=f"lakeline_compact__{name}", schedule=HOURLY, start_date=START, catchup=False,
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"Policy-driven compaction of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def compaction():

@@ -118,6 +118,10 @@ class Retention(_Strict):
     # Files no version references are deleted only when older than this (an in-flight commit's files are young).
     orphan_older_than: str = "72h"
     min_orphan_age: str = "24h"
+    # Dev and test tables only: lets min_retain / min_orphan_age go below the 1h floors (the way Delta's
+    # retentionDurationCheck.enabled=false does). A window shorter than the longest commit can delete the files
+    # of a commit still in flight.
+    allow_short_windows: bool = False
 
     @field_validator("retain", "min_retain", "orphan_older_than", "min_orphan_age")
     @classmethod
@@ -127,10 +131,11 @@ class Retention(_Strict):
 
     @model_validator(mode="after")
     def _floors(self) -> "Retention":
-        if self.min_retain_delta < HARD_MIN_RETAIN:
-            raise ValueError(f"min_retain must be at least {_fmt(HARD_MIN_RETAIN)}")
-        if self.min_orphan_age_delta < HARD_MIN_ORPHAN_AGE:
-            raise ValueError(f"min_orphan_age must be at least {_fmt(HARD_MIN_ORPHAN_AGE)}")
+        fix = "; or, for a dev/test table only, set retention.allow_short_windows: true"
+        if self.min_retain_delta < HARD_MIN_RETAIN and not self.allow_short_windows:
+            raise ValueError(f"min_retain must be at least {_fmt(HARD_MIN_RETAIN)}{fix}")
+        if self.min_orphan_age_delta < HARD_MIN_ORPHAN_AGE and not self.allow_short_windows:
+            raise ValueError(f"min_orphan_age must be at least {_fmt(HARD_MIN_ORPHAN_AGE)}{fix}")
         if self.retain_delta < self.min_retain_delta:
             raise ValueError(f"retain {self.retain} is shorter than min_retain {self.min_retain}; raise retain")
         if self.orphan_delta < self.min_orphan_age_delta:

@@ -91,6 +91,8 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
         raise RetentionRefused(f"{table.path}: retention refused for {table.name}:\n  - " + "\n  - ".join(problems))
     result = RetentionResult(table.name, table.format, dry_run, request.retain.total_seconds() / 3600,
                              request.orphan_older_than.total_seconds() / 3600)
+    if policy.allow_short_windows:
+        result.notes.append("retention.allow_short_windows is on: the 1h floors do not apply (dev/test tables only)")
     result.notes += _backup_notes(spark, table, settings, request.retain, now)
     if table.format == "delta":
         _delta_vacuum(spark, ref, request, dry_run, result)

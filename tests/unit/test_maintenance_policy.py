@@ -63,8 +63,17 @@ def test_missing_pipeline_file_is_explained(tmp_path):
 def test_retention_floors_are_enforced_at_load(tmp_path):
     with pytest.raises(ConfigError, match="retain 2h is shorter than min_retain 24h"):
         load_table(str(_table_file(tmp_path, retention={"retain": "2h"})))
-    with pytest.raises(ConfigError, match="min_orphan_age must be at least 1h"):
+    with pytest.raises(ConfigError, match="min_orphan_age must be at least 1h; or, for a dev/test table only, "
+                                          "set retention.allow_short_windows: true"):
         load_table(str(_table_file(tmp_path, retention={"min_orphan_age": "10m", "orphan_older_than": "10m"})))
+    short = load_table(str(_table_file(tmp_path, retention={
+        "retain": "30s", "min_retain": "30s", "orphan_older_than": "30s", "min_orphan_age": "30s",
+        "allow_short_windows": True})))
+    assert short.policy.retention.retain_delta.total_seconds() == 30
+    # the table file's own minimum still holds below the floors
+    with pytest.raises(ConfigError, match="retain 10s is shorter than min_retain 30s"):
+        load_table(str(_table_file(tmp_path, retention={"retain": "10s", "min_retain": "30s",
+                                                        "allow_short_windows": True})))
 
 
 def test_delta_refuses_plain_sort_and_both_layouts_are_exclusive(tmp_path):
