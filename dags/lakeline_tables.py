@@ -6,7 +6,9 @@
   reaches back to the last successful run, so a missed run's partitions are not lost). Decisions are made as of
   the interval end, so a retry decides the same way, and finds what the first try compacted no longer in scope.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
-  asset), never beside it: VACUUM / expire_snapshots + orphan removal with the table file's guards.
+  asset): VACUUM / expire_snapshots + orphan removal with the table file's guards. Its task and the compact task
+  share the one-slot pool lakeline_table__<table>, so a long retention and the next hour's compaction never
+  overlap (create the pools with `bash infra/airflow.sh create-pools`; dags/README.md).
 
 Wiring only: the steps live in maintenance.tasks. At import this reads the YAML under LAKELINE_CONF_DIR and
 nothing else: no network, no Spark, no Variables.
@@ -71,7 +73,7 @@ def compact_dag(name: str, path: str):
         def needed(plan: dict) -> bool:
             return bool(plan.get("partitions"))
 
-        @task(outlets=[compacted_asset(name)])
+        @task(outlets=[compacted_asset(name)], pool=tasks.table_pool(name))
         def compact(_plan: dict) -> dict:
             return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False, interval=_interval())
 
@@ -92,7 +94,7 @@ def retain_dag(name: str, path: str):
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "retention", name],
          doc_md=f"Retention for table `{name}` after its compaction; see `lakeline retain --help`.")
     def retention():
-        @task
+        @task(pool=tasks.table_pool(name))
         def retain() -> dict:
             return tasks.retain(path, CONF_DIR, _as_of())
 

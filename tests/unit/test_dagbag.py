@@ -23,7 +23,8 @@ started = time.monotonic()
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
-                  "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags}}))
+                  "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags},
+                  "pools": {d: {t.task_id: t.pool for t in bag.dags[d].tasks} for d in bag.dags}}))
 """
 
 
@@ -49,6 +50,11 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "health_after",
                                                                    "health_before", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
+    # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
+    pools = result["pools"]
+    assert pools["lakeline_compact__orders_iceberg"]["compact"] == pools["lakeline_retain__orders_iceberg"][
+        "retain"] == "lakeline_table__orders_iceberg" != pools["lakeline_compact__orders_delta"]["compact"]
+    assert pools["lakeline_compact__orders_iceberg"]["health_before"] == "default_pool"
     print(f"DAG folder parsed in {result['seconds']:.2f}s")
     assert result["seconds"] < 30
 
