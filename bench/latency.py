@@ -1,0 +1,206 @@
+"""Commit-visible latency, open loop, into Delta: Lakeline vs plain Spark (built-in Delta sink) vs a Python consumer
+writing with delta-rs, one at a time against the same broker, S3 and load. Prints a table and writes
+bench/results/latency-<date>.{json,md}.
+
+    .venv/bin/python -m bench.latency --rates 5000 20000 --warmup 20 --seconds 60
+
+Per system and rate: a fresh topic and table; the system starts in its own process; bench.load (its own process)
+sends --warmup + --seconds of events at the rate, each stamped with its intended send time; the system drains;
+then it is stopped. Before the load, 100 priming records are sent and committed, so the JVM start and table
+creation are not in the figures (as in a long-running deployment). Latency per row = timestamp of the Delta
+commit that added the row's file (from the table's log) - intended send time, over rows sent after the warm-up.
+Also: commits and median gap between commits in the measured window, rows and distinct ids in the table vs sent
+(exactness of a steady run), and for Lakeline the medians of its per-batch breakdown (scan = read + decode,
+table = the table commit). At a trickle rate (20 msg/s) the median gap between commits is the fixed overhead of
+a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, UTC
+from pathlib import Path
+
+import yaml
+
+from bench.drain import RESULTS, machine
+from bench.delta_log import commits, percentiles, row_latencies
+
+SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
+PRIMING_RATE = 100  # records in the one-second priming load
+READY_MARKERS = {"lakeline": "start:", "spark-delta": "READY", "delta-rs": "READY"}
+
+
+def _start(system: str, topic: str, location: str, work: Path) -> tuple[subprocess.Popen, Path]:
+    from infra.paths import REPO_ROOT
+
+    log = work / f"{system}.log"
+    if system == "lakeline":
+        template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
+        pipeline = work / "pipeline.yaml"
+        pipeline.write_text(yaml.safe_dump({
+            "pipeline": f"bench_latency_{topic}", "source": {"kind": "kafka", "topics": [topic],
+                                                            "starting_offsets": "earliest"},
+            "schema": template["schema"],
+            "sink": {"format": "delta", "table": topic, "location": location,
+                     "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
+            "checkpoint": {"location": location + "_checkpoint"},
+            "trigger": "processing-time=0ms"}, sort_keys=False))
+        command = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(pipeline)]
+    elif system == "spark-delta":
+        command = [sys.executable, "-m", "bench.peers.spark_delta", "--topic", topic, "--location", location,
+                   "--checkpoint", location + "_checkpoint"]
+    else:
+        command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location]
+    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while READY_MARKERS[system] not in log.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"{system} did not start (see {log}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+    return process, log
+
+
+def _stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+
+def _load(topic: str, rate: float, seconds: float, seed: int) -> dict:
+    load = subprocess.run([sys.executable, "-m", "bench.load", "--topic", topic, "--rate", str(rate),
+                           "--seconds", str(seconds), "--seed", str(seed)], capture_output=True, text=True,
+                          timeout=3600)
+    if load.returncode != 0:
+        raise RuntimeError(f"bench.load failed:\n{load.stderr[-3000:]}")
+    return json.loads(load.stdout.strip().splitlines()[-1])
+
+
+def _records(location: str, settings) -> int:
+    return sum(c["records"] for c in commits(location, settings))
+
+
+def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str) -> dict:
+    from ingest.adapters.kafka_admin import KafkaAdmin
+
+    topic = f"bench_latency_{run_id}_{system.replace('-', '_')}_{rate}"
+    KafkaAdmin(settings).ensure_topic(topic, 4)
+    location = f"{settings.warehouse}/bench/{topic}"
+    work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-{system}-"))
+    print(f"\n== {system} at {rate:,} msg/s: starting ...", flush=True)
+    process, log = _start(system, topic, location, work)
+    try:
+        # Priming: the measured load starts only once the system has committed a first batch (JVM, session and
+        # table ready), as in a long-running deployment. These records are sent before the window.
+        primed = _load(topic, PRIMING_RATE, 1.0, seed=1)["sent"]
+        deadline = time.monotonic() + 300
+        while _records(location, settings) < primed:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{system} did not commit the priming records (see {log}):\n"
+                                   f"{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        print(f"   primed; sending for {warmup + seconds:.0f}s ({warmup:.0f}s warm-up)", flush=True)
+        sent = _load(topic, rate, warmup + seconds, seed=2)
+        expected = primed + sent["sent"]
+        drain_started = time.monotonic()
+        while (landed := _records(location, settings)) < expected:
+            if process.poll() is not None:
+                raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
+            if time.monotonic() - drain_started > 600:
+                break
+            time.sleep(1)
+        drain_seconds = time.monotonic() - drain_started
+    finally:
+        _stop(process)
+    since = sent["schedule_start_ms"] + int(warmup * 1000)
+    breakdown = _lakeline_batch_times(log.read_text()) if system == "lakeline" else {}
+    latencies, rows, distinct = row_latencies(location, settings, since, sent["schedule_end_ms"])
+    window = [c["timestamp_ms"] for c in commits(location, settings)
+              if c["files"] and c["timestamp_ms"] and since <= c["timestamp_ms"] < sent["schedule_end_ms"]]
+    gaps = [(b - a) / 1000 for a, b in zip(window, window[1:], strict=False)]
+    result = {"system": system, "rate": rate, **{f"latency_{k}": v for k, v in percentiles(latencies).items()},
+              "commits_in_window": len(window), "median_commit_gap_s": round(statistics.median(gaps), 3) if gaps
+              else None, "sent": expected, "rows": rows, "distinct_ids": distinct,
+              "exact": rows == distinct == expected, "drain_after_load_s": round(drain_seconds, 1),
+              "producer_worst_behind_s": sent["producer_worst_behind_s"], "landed_at_stop": landed, **breakdown}
+    print("   " + json.dumps(result), flush=True)
+    return result
+
+
+_BATCH = re.compile(r"took=([\d.]+)s(?: \(([^)]*)\))?")
+
+
+def _lakeline_batch_times(log: str) -> dict:
+    """Medians of Lakeline's own per-batch breakdown (`batch N: ... took=Xs (scan A, table B)`), after batch 0."""
+    batches = []
+    for match in list(_BATCH.finditer(log))[1:]:
+        phases = {"took": float(match.group(1))}
+        for part in (match.group(2) or "").split(", "):
+            if " " in part:
+                name, value = part.rsplit(" ", 1)
+                phases[name] = float(value)
+        batches.append(phases)
+    names = sorted({name for phases in batches for name in phases})
+    return {f"batch_{name}_median_s": round(statistics.median(p[name] for p in batches if name in p), 3)
+            for name in names}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--rates", nargs="+", type=int, default=[20, 5000, 20000],
+                        help="msg/s (default 20 5000 20000; at the trickle rate the median commit gap is the fixed "
+                             "overhead per batch)")
+    parser.add_argument("--warmup", type=float, default=20, help="seconds of load not measured (default 20)")
+    parser.add_argument("--seconds", type=float, default=60, help="measured seconds of load (default 60)")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    args = parser.parse_args(argv)
+
+    from infra import stack
+    from ingest.settings import load_settings
+
+    stack.up()
+    settings = load_settings()
+    run_id = uuid.uuid4().hex[:6]
+    results = [measure(system, rate, args.warmup, args.seconds, settings, run_id)
+               for rate in args.rates for system in args.systems]
+
+    command = "python -m bench.latency " + " ".join(argv if argv is not None else sys.argv[1:])
+    doc = {"benchmark": "latency", "at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command.strip(),
+           "warmup_s": args.warmup, "measured_s": args.seconds, "machine": machine(),
+           "load_average_at_end": os.getloadavg(), "results": results}
+    table = ["| system | rate msg/s | p50 s | p95 s | p99 s | max s | commits | median gap s | rows / sent | exact |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    table += [f"| {r['system']} | {r['rate']:,} | {r.get('latency_p50')} | {r.get('latency_p95')} | "
+              f"{r.get('latency_p99')} | {r.get('latency_max')} | {r['commits_in_window']} | "
+              f"{r['median_commit_gap_s']} | {r['rows']:,} / {r['sent']:,} | {r['exact']} |" for r in results]
+    print("\n".join(table))
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        stem = RESULTS / f"latency-{datetime.now(UTC):%Y-%m-%d}"
+        stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
+        stem.with_suffix(".md").write_text(
+            f"# Commit-visible latency into Delta, {doc['at']}\n\nCommand: `{doc['command']}` (local stack: KRaft "
+            f"broker, moto S3, Spark local[2]; all on this machine; one system at a time)\n\nMachine: "
+            f"{doc['machine']}\n\nLatency = Delta commit timestamp - intended send time, rows sent after the "
+            f"{args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table) + "\n")
+        print(f"written {stem}.json and .md")
+    return 0 if all(r["exact"] for r in results) else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
