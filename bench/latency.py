@@ -41,10 +41,10 @@ PRIMING_RATE = 100  # records in the one-second priming load
 READY_MARKERS = {"lakeline": "start:", "spark-delta": "READY", "delta-rs": "READY"}
 
 
-def _start(system: str, topic: str, location: str, work: Path) -> tuple[subprocess.Popen, Path]:
+def _start(system: str, topic: str, location: str, work: Path, attempt: int = 0) -> tuple[subprocess.Popen, Path]:
     from infra.paths import REPO_ROOT
 
-    log = work / f"{system}.log"
+    log = work / f"{system}-{attempt}.log"
     if system == "lakeline":
         template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
         pipeline = work / "pipeline.yaml"
@@ -61,7 +61,8 @@ def _start(system: str, topic: str, location: str, work: Path) -> tuple[subproce
         command = [sys.executable, "-m", "bench.peers.spark_delta", "--topic", topic, "--location", location,
                    "--checkpoint", location + "_checkpoint"]
     else:
-        command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location]
+        command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location,
+                   "--group", f"bench-{topic}"]
     process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 240
     while READY_MARKERS[system] not in log.read_text():
@@ -94,10 +95,14 @@ def _records(location: str, settings) -> int:
     return sum(c["records"] for c in commits(location, settings))
 
 
-def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str) -> dict:
+def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str,
+            kill_at: float | None = None) -> dict:
+    """One system at one rate. With `kill_at`, the system is killed (SIGKILL, its whole process group) that many
+    seconds into the load and restarted at once; the result then has the seconds from the kill to the first new
+    commit, and duplicates/missing."""
     from ingest.adapters.kafka_admin import KafkaAdmin
 
-    topic = f"bench_latency_{run_id}_{system.replace('-', '_')}_{rate}"
+    topic = f"bench_{'recovery' if kill_at else 'latency'}_{run_id}_{system.replace('-', '_')}_{rate}"
     KafkaAdmin(settings).ensure_topic(topic, 4)
     location = f"{settings.warehouse}/bench/{topic}"
     work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-{system}-"))
@@ -114,7 +119,23 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
                                    f"{log.read_text()[-3000:]}")
             time.sleep(0.5)
         print(f"   primed; sending for {warmup + seconds:.0f}s ({warmup:.0f}s warm-up)", flush=True)
-        sent = _load(topic, rate, warmup + seconds, seed=2)
+        killed_ms = None
+        if kill_at is None:
+            sent = _load(topic, rate, warmup + seconds, seed=2)
+        else:
+            loader = subprocess.Popen([sys.executable, "-m", "bench.load", "--topic", topic, "--rate", str(rate),
+                                       "--seconds", str(warmup + seconds), "--seed", "2"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            time.sleep(kill_at)  # the fault is injected at a wall-clock moment into the load
+            os.killpg(process.pid, signal.SIGKILL)
+            killed_ms = int(time.time() * 1000)
+            process.wait(60)
+            print(f"   kill -9 at {kill_at:.0f}s into the load; restarting", flush=True)
+            process, log = _start(system, topic, location, work, attempt=1)
+            out, err = loader.communicate(timeout=3600)
+            if loader.returncode != 0:
+                raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
+            sent = json.loads(out.strip().splitlines()[-1])
         expected = primed + sent["sent"]
         drain_started = time.monotonic()
         while (landed := _records(location, settings)) < expected:
@@ -132,7 +153,14 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
     window = [c["timestamp_ms"] for c in commits(location, settings)
               if c["files"] and c["timestamp_ms"] and since <= c["timestamp_ms"] < sent["schedule_end_ms"]]
     gaps = [(b - a) / 1000 for a, b in zip(window, window[1:], strict=False)]
-    result = {"system": system, "rate": rate, **{f"latency_{k}": v for k, v in percentiles(latencies).items()},
+    recovery = {}
+    if killed_ms is not None:
+        after = [c["timestamp_ms"] for c in commits(location, settings)
+                 if c["files"] and c["timestamp_ms"] and c["timestamp_ms"] > killed_ms]
+        recovery = {"kill_at_s": kill_at, "recovery_s": round((after[0] - killed_ms) / 1000, 1) if after else None,
+                    "duplicates": rows - distinct, "missing": expected - distinct}
+    result = {"system": system, "rate": rate, **recovery,
+              **{f"latency_{k}": v for k, v in percentiles(latencies).items()},
               "commits_in_window": len(window), "median_commit_gap_s": round(statistics.median(gaps), 3) if gaps
               else None, "sent": expected, "rows": rows, "distinct_ids": distinct,
               "exact": rows == distinct == expected, "drain_after_load_s": round(drain_seconds, 1),

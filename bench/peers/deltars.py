@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--location", required=True, help="s3:// or s3a:// table location")
     parser.add_argument("--max-records", type=int, default=50_000)
     parser.add_argument("--max-wait-ms", type=int, default=500)
+    parser.add_argument("--group", help="consumer group (default: a new one, reading from the earliest offset); "
+                                        "give the same one to resume after a restart")
     args = parser.parse_args(argv)
 
     import pyarrow as pa
@@ -42,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
                         ("customer_id", pa.string()), ("order_id", pa.string()), ("status", pa.string()),
                         ("amount", pa.float64()), ("currency", pa.string()), ("items", pa.int32()),
                         ("country", pa.string()), ("event_date", pa.date32())])
-    consumer = Consumer({**librdkafka_config(settings), "group.id": f"bench-deltars-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    group = args.group or f"bench-deltars-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({**librdkafka_config(settings), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
     consumer.subscribe([args.topic])
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
