@@ -171,19 +171,24 @@ def format_health(health: TableHealth) -> str:
 
 
 def plot_sizes(path: str, runs: list[tuple[str, list[int]]], target: int) -> None:
-    """PNG of the data-file size distribution; two runs (e.g. before/after compaction) side by side."""
+    """PNG of the data-file size distribution on a log scale (small files are KB, the target is ~100 MB); two
+    runs (e.g. before/after compaction) side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False, sharey=True)
+    everything = [s for _, sizes in runs for s in sizes if s > 0] or [1]
+    low, high = max(1, min(everything)) / 1.5, max(max(everything), target) * 1.5
+    bins = np.geomspace(low, high, 50)
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False)
     for ax, (label, sizes) in zip(axes[0], runs, strict=True):
-        mb = [s / 1024 ** 2 for s in sizes] or [0]
-        ax.hist(mb, bins=40, color="#4477aa")
-        ax.axvline(target / 1024 ** 2, color="#cc3311", linestyle="--", label="target size")
-        ax.set_title(f"{label}: {len(sizes)} files")
-        ax.set_xlabel("file size (MB)")
+        ax.hist([s for s in sizes if s > 0] or [low], bins=bins, color="#4477aa")
+        ax.set_xscale("log")
+        ax.axvline(target, color="#cc3311", linestyle="--", label=f"target {format_size(target)}")
+        ax.set_title(f"{label}: {len(sizes)} files, {format_size(sum(sizes))}")
+        ax.set_xlabel("file size (bytes, log scale)")
         ax.set_ylabel("files")
         ax.legend()
     fig.tight_layout()
