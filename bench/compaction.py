@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import time
 import uuid
 from datetime import datetime, UTC
 from pathlib import Path
 
-from bench.drain import RESULTS, machine
+from bench.common import document, orders_pipeline, write
 
 # Full scan, per day and country: order count, revenue in integer cents (exact whatever the file order), customers.
 QUERY = ("SELECT event_date, country, count(*) AS orders, sum(CAST(round(amount * 100) AS BIGINT)) AS cents, "
@@ -61,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from infra import stack
     from ingest.adapters.analyst import duckdb_query
-    from ingest.config import PipelineConfig
     from ingest.pipeline import Pipeline
     from ingest.produce import produce
     from ingest.reconcile import reconcile
@@ -70,25 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     from maintenance.compaction import compact
     from maintenance.health import collect_health, plot_sizes
     from maintenance.policy import MaintainedTable, TablePolicy
-    import yaml
 
-    from infra.paths import REPO_ROOT
-
-    template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
     stack.up()
     settings = load_settings()
     run_id = uuid.uuid4().hex[:6]
     topic = f"bench_compaction_{run_id}"
 
-    def config(fmt: str) -> PipelineConfig:
-        return PipelineConfig.model_validate({
-            "pipeline": f"bench_compaction_{fmt}_{run_id}",
-            "source": {"kind": "kafka", "topics": [topic], "starting_offsets": "earliest",
-                       "max_offsets_per_trigger": 250_000},
-            "schema": template["schema"],
-            "sink": {"format": fmt, "table": f"bench_compaction_{fmt}_{run_id}", "namespace": "bench",
-                     "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
-        })
+    def config(fmt: str):
+        return orders_pipeline(f"bench_compaction_{fmt}_{run_id}", fmt, topic)
 
     print(f"producing {args.events:,} events to {topic} ...", flush=True)
     produce(config("delta"), settings, args.events, bad_ratio=0.0, seed=7, echo=print)
@@ -139,11 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results[-1]), flush=True)
     spark.stop()
 
-    command = "python -m bench.compaction " + " ".join(argv if argv is not None else os.sys.argv[1:])
-    doc = {"benchmark": "compaction", "at": datetime.now(UTC).isoformat(timespec="seconds"),
-           "command": command.strip(), "events": args.events, "query": QUERY, "runs": args.runs, "warmup": args.warmup,
-           "load_average_at_end": os.getloadavg(),
-           "machine": machine(), "results": results}
+    doc = document("compaction", argv, results, events=args.events, query=QUERY, runs=args.runs,
+                   warmup=args.warmup)
     table_md = ["| format | files before → after | data MB | Spark query s before → after (×) | "
                 "DuckDB query s before → after (×) | compaction s | MB/s | files/s | answers identical | exact |",
                 "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | --- | --- |"]
@@ -155,17 +139,13 @@ def main(argv: list[str] | None = None) -> int:
                  for r in results]
     print("\n".join(table_md))
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        stem = RESULTS / f"compaction-{datetime.now(UTC):%Y-%m-%d}"
+        stem = write(doc, "Small files and compaction",
+                     f"Query (median of {args.runs} runs after {args.warmup} untimed):\n\n```sql\n{QUERY}\n```\n\n"
+                     + "\n".join(table_md) + "\n\n"
+                     + "".join(f"![{fmt} file sizes]({doc['benchmark']}-{doc['at'][:10]}-{fmt}.png)\n"
+                               for fmt, *_ in plots))
         for fmt, sizes_before, sizes_after, target in plots:
             plot_sizes(f"{stem}-{fmt}.png", [(f"{fmt} before", sizes_before), (f"{fmt} after", sizes_after)], target)
-        stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-        stem.with_suffix(".md").write_text(
-            f"# Small files and compaction, {doc['at']}\n\nCommand: `{doc['command']}` (local stack: KRaft broker, "
-            f"moto S3, Spark local[2]; all on this machine)\n\nMachine: {doc['machine']}\n\nQuery (median of "
-            f"{args.runs} runs after {args.warmup} untimed):\n\n```sql\n{QUERY}\n```\n\n" + "\n".join(table_md) + "\n\n"
-            + "".join(f"![{fmt} file sizes]({stem.name}-{fmt}.png)\n" for fmt, *_ in plots))
-        print(f"written {stem}.json, .md and .png")
     return 0 if all(r["exact"] and r["answers_identical"] for r in results) else 3
 
 

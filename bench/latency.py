@@ -28,12 +28,11 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, UTC
 from pathlib import Path
 
 import yaml
 
-from bench.drain import RESULTS, machine
+from bench.common import document, write
 from bench.delta_log import commits, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
@@ -207,10 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [measure(system, rate, args.warmup, args.seconds, settings, run_id)
                for rate in args.rates for system in args.systems]
 
-    command = "python -m bench.latency " + " ".join(argv if argv is not None else sys.argv[1:])
-    doc = {"benchmark": "latency", "at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command.strip(),
-           "warmup_s": args.warmup, "measured_s": args.seconds, "machine": machine(),
-           "load_average_at_end": os.getloadavg(), "results": results}
+    doc = document("latency", argv, results, warmup_s=args.warmup, measured_s=args.seconds)
     table = ["| system | rate msg/s | p50 s | p95 s | p99 s | max s | commits | median gap s | rows / sent | exact |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     table += [f"| {r['system']} | {r['rate']:,} | {r.get('latency_p50')} | {r.get('latency_p95')} | "
@@ -218,15 +214,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['median_commit_gap_s']} | {r['rows']:,} / {r['sent']:,} | {r['exact']} |" for r in results]
     print("\n".join(table))
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        stem = RESULTS / f"latency-{datetime.now(UTC):%Y-%m-%d}"
-        stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-        stem.with_suffix(".md").write_text(
-            f"# Commit-visible latency into Delta, {doc['at']}\n\nCommand: `{doc['command']}` (local stack: KRaft "
-            f"broker, moto S3, Spark local[2]; all on this machine; one system at a time)\n\nMachine: "
-            f"{doc['machine']}\n\nLatency = Delta commit timestamp - intended send time, rows sent after the "
-            f"{args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table) + "\n")
-        print(f"written {stem}.json and .md")
+        write(doc, "Commit-visible latency into Delta",
+              f"One system at a time. Latency = Delta commit timestamp - intended send time, rows sent after the "
+              f"{args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table))
     return 0 if all(r["exact"] for r in results) else 3
 
 

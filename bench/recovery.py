@@ -11,13 +11,9 @@ systems, the start-up plan (Lakeline reads the table's commit records), and the 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import uuid
-from datetime import datetime, UTC
 
-from bench.drain import RESULTS, machine
+from bench.common import document, write
 from bench.latency import SYSTEMS, measure
 
 
@@ -41,24 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     results = [measure(system, args.rate, 0, args.seconds, settings, run_id, kill_at=args.kill_at)
                for system in args.systems]
 
-    command = "python -m bench.recovery " + " ".join(argv if argv is not None else sys.argv[1:])
-    doc = {"benchmark": "recovery", "at": datetime.now(UTC).isoformat(timespec="seconds"),
-           "command": command.strip(), "machine": machine(), "load_average_at_end": os.getloadavg(),
-           "results": results}
+    doc = document("recovery", argv, results)
     table = ["| system | rate msg/s | killed at s | recovery s (kill → first new commit) | duplicates | missing | "
              "exact |", "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     table += [f"| {r['system']} | {r['rate']:,} | {r['kill_at_s']:.0f} | {r['recovery_s']} | {r['duplicates']:,} | "
               f"{r['missing']:,} | {r['exact']} |" for r in results]
     print("\n".join(table))
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        stem = RESULTS / f"recovery-{datetime.now(UTC):%Y-%m-%d}"
-        stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-        stem.with_suffix(".md").write_text(
-            f"# Recovery after kill -9 under load, {doc['at']}\n\nCommand: `{doc['command']}` (local stack: KRaft "
-            f"broker, moto S3, Spark local[2]; all on this machine; one system at a time)\n\nMachine: "
-            f"{doc['machine']}\n\n" + "\n".join(table) + "\n")
-        print(f"written {stem}.json and .md")
+        write(doc, "Recovery after kill -9 under load", "One system at a time.\n\n" + "\n".join(table))
     lakeline = [r for r in results if r["system"] == "lakeline"]
     return 0 if all(r["exact"] for r in lakeline) else 3
 
