@@ -2,40 +2,62 @@
 
 For each commit `_delta_log/N.json`: its commitInfo timestamp and the data files it added. A row's latency is the
 timestamp of the commit that added its file minus the row's intended send time (`event_time`, stamped by
-bench.load). Nothing inside the system under test is asked for a clock.
+bench.load). The commit timestamp is the writer's clock just before it writes N.json (Spark's Delta and delta-rs
+alike), so it is a few milliseconds before the commit is visible; no clock inside the pipeline's own processing
+is read. All processes share one machine clock.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.settings import Settings
 
+_COMMIT_FILE = re.compile(r"^\d{20}\.json$")
+
+
+class DeltaLogReader:
+    """Reads a Delta table's JSON commits, each once: a later call lists only what came after the last key seen
+    (a drain loop polls this every second; re-reading the whole log each time would load the S3 under test)."""
+
+    def __init__(self, location: str, settings: Settings):
+        self.client = s3_client(settings)
+        self.bucket, self.prefix = split_s3_uri(location.rstrip("/") + "/_delta_log/")
+        self._commits: dict[int, dict] = {}
+        self._last_key = ""
+
+    def commits(self) -> list[dict]:
+        """[{version, timestamp_ms, files: [relative path], records}] for every JSON commit, in version order."""
+        extra = {"StartAfter": self._last_key} if self._last_key else {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix,
+                                                                         **extra):
+            for item in page.get("Contents", []):
+                self._last_key = max(self._last_key, item["Key"])
+                name = item["Key"].rsplit("/", 1)[1]
+                if _COMMIT_FILE.match(name):  # not N.M.compacted.json or checkpoints
+                    self._commits[int(name[:20])] = self._parse(int(name[:20]), item["Key"])
+        return [self._commits[v] for v in sorted(self._commits)]
+
+    def _parse(self, version: int, key: str) -> dict:
+        body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode()
+        commit = {"version": version, "timestamp_ms": None, "files": [], "records": 0}
+        for line in body.splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                commit["timestamp_ms"] = action["commitInfo"].get("timestamp")
+            elif "add" in action and action["add"].get("dataChange", True):
+                commit["files"].append(action["add"]["path"])
+                stats = action["add"].get("stats")
+                if stats:
+                    commit["records"] += json.loads(stats).get("numRecords", 0)
+        return commit
+
 
 def commits(location: str, settings: Settings) -> list[dict]:
-    """[{version, timestamp_ms, files: [relative path], records}] for every JSON commit, in version order."""
-    client = s3_client(settings)
-    bucket, prefix = split_s3_uri(location.rstrip("/") + "/_delta_log/")
-    out = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            name = item["Key"].rsplit("/", 1)[1]
-            if not (name.endswith(".json") and name[:20].isdigit()):
-                continue
-            body = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().decode()
-            commit = {"version": int(name[:20]), "timestamp_ms": None, "files": [], "records": 0}
-            for line in body.splitlines():
-                action = json.loads(line)
-                if "commitInfo" in action:
-                    commit["timestamp_ms"] = action["commitInfo"].get("timestamp")
-                elif "add" in action and action["add"].get("dataChange", True):
-                    commit["files"].append(action["add"]["path"])
-                    stats = action["add"].get("stats")
-                    if stats:
-                        commit["records"] += json.loads(stats).get("numRecords", 0)
-            out.append(commit)
-    return sorted(out, key=lambda c: c["version"])
+    """Every JSON commit of the table at `location` (see DeltaLogReader.commits)."""
+    return DeltaLogReader(location, settings).commits()
 
 
 def row_latencies(location: str, settings: Settings, since_ms: int, until_ms: int

@@ -33,14 +33,16 @@ from pathlib import Path
 import yaml
 
 from bench.common import document, write
-from bench.delta_log import commits, percentiles, row_latencies
+from bench.delta_log import DeltaLogReader, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
 PRIMING_RATE = 100  # records in the one-second priming load
+QUIET_SECONDS = 10  # no new commit for this long (and every record in) = drained
 READY_MARKERS = {"lakeline": "start:", "spark-delta": "READY", "delta-rs": "READY"}
 
 
-def _start(system: str, topic: str, location: str, work: Path, attempt: int = 0) -> tuple[subprocess.Popen, Path]:
+def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0
+           ) -> tuple[subprocess.Popen, Path]:
     from infra.paths import REPO_ROOT
 
     log = work / f"{system}-{attempt}.log"
@@ -62,22 +64,30 @@ def _start(system: str, topic: str, location: str, work: Path, attempt: int = 0)
     else:
         command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location,
                    "--group", f"bench-{topic}"]
-    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+                               env=env)
     deadline = time.monotonic() + 240
     while READY_MARKERS[system] not in log.read_text():
         if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
+            _stop(process)
             raise RuntimeError(f"{system} did not start (see {log}):\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
     return process, log
 
 
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)  # the whole group: a Spark peer's JVM must not outlive the measurement
+    except ProcessLookupError:
+        pass  # the group is already gone
+
+
 def _stop(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
+    _signal_group(process, signal.SIGTERM)
     try:
         process.wait(120)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        _signal_group(process, signal.SIGKILL)
         process.wait(30)
 
 
@@ -90,8 +100,10 @@ def _load(topic: str, rate: float, seconds: float, seed: int) -> dict:
     return json.loads(load.stdout.strip().splitlines()[-1])
 
 
-def _records(location: str, settings) -> int:
-    return sum(c["records"] for c in commits(location, settings))
+def _records(log: DeltaLogReader) -> tuple[int, int]:
+    """(records committed so far, newest version)."""
+    seen = log.commits()
+    return sum(c["records"] for c in seen), seen[-1]["version"] if seen else -1
 
 
 def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str,
@@ -100,19 +112,27 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
     seconds into the load and restarted at once; the result then has the seconds from the kill to the first new
     commit, and duplicates/missing."""
     from ingest.adapters.kafka_admin import KafkaAdmin
+    from ingest.adapters.object_store import s3_client
 
     topic = f"bench_{'recovery' if kill_at else 'latency'}_{run_id}_{system.replace('-', '_')}_{rate}"
     KafkaAdmin(settings).ensure_topic(topic, 4)
-    location = f"{settings.warehouse}/bench/{topic}"
+    # A bucket of its own per measurement: moto lists a bucket by scanning all of it, so a shared bucket would
+    # make each later system's log listings slower than the earlier ones'.
+    bucket = topic.replace("_", "-")
+    s3_client(settings).create_bucket(Bucket=bucket)
+    location = f"s3a://{bucket}/{topic}"
+    env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse"}
     work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-{system}-"))
+    delta_log = DeltaLogReader(location, settings)
     print(f"\n== {system} at {rate:,} msg/s: starting ...", flush=True)
-    process, log = _start(system, topic, location, work)
+    process, log = _start(system, topic, location, work, env)
+    loader = None
     try:
         # Priming: the measured load starts only once the system has committed a first batch (JVM, session and
         # table ready), as in a long-running deployment. These records are sent before the window.
         primed = _load(topic, PRIMING_RATE, 1.0, seed=1)["sent"]
         deadline = time.monotonic() + 300
-        while _records(location, settings) < primed:
+        while _records(delta_log)[0] < primed:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{system} did not commit the priming records (see {log}):\n"
                                    f"{log.read_text()[-3000:]}")
@@ -125,19 +145,27 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
             loader = subprocess.Popen([sys.executable, "-m", "bench.load", "--topic", topic, "--rate", str(rate),
                                        "--seconds", str(warmup + seconds), "--seed", "2"], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
-            time.sleep(kill_at)  # the fault is injected at a wall-clock moment into the load
-            os.killpg(process.pid, signal.SIGKILL)
+            time.sleep(kill_at)  # the fault lands at a wall-clock moment; the exact offset is reported below
+            _signal_group(process, signal.SIGKILL)
             killed_ms = int(time.time() * 1000)
             process.wait(60)
-            print(f"   kill -9 at {kill_at:.0f}s into the load; restarting", flush=True)
-            process, log = _start(system, topic, location, work, attempt=1)
+            print(f"   kill -9 about {kill_at:.0f}s into the load; restarting", flush=True)
+            process, log = _start(system, topic, location, work, env, attempt=1)
             out, err = loader.communicate(timeout=3600)
             if loader.returncode != 0:
                 raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
             sent = json.loads(out.strip().splitlines()[-1])
         expected = primed + sent["sent"]
+        # Drained: at least `expected` records committed and no new commit for QUIET_SECONDS (an at-least-once
+        # peer that replays a batch reaches the count before its last distinct rows land).
         drain_started = time.monotonic()
-        while (landed := _records(location, settings)) < expected:
+        quiet_since, last_version = time.monotonic(), None
+        while True:
+            landed, version = _records(delta_log)
+            if version != last_version:
+                quiet_since, last_version = time.monotonic(), version
+            if landed >= expected and time.monotonic() - quiet_since >= QUIET_SECONDS:
+                break
             if process.poll() is not None:
                 raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
             if time.monotonic() - drain_started > 600:
@@ -146,24 +174,29 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         drain_seconds = time.monotonic() - drain_started
     finally:
         _stop(process)
+        if loader is not None and loader.poll() is None:
+            loader.kill()
     since = sent["schedule_start_ms"] + int(warmup * 1000)
     breakdown = _lakeline_batch_times(log.read_text()) if system == "lakeline" else {}
     latencies, rows, distinct = row_latencies(location, settings, since, sent["schedule_end_ms"])
-    window = [c["timestamp_ms"] for c in commits(location, settings)
+    all_commits = delta_log.commits()
+    window = [c["timestamp_ms"] for c in all_commits
               if c["files"] and c["timestamp_ms"] and since <= c["timestamp_ms"] < sent["schedule_end_ms"]]
     gaps = [(b - a) / 1000 for a, b in zip(window, window[1:], strict=False)]
     recovery = {}
     if killed_ms is not None:
-        after = [c["timestamp_ms"] for c in commits(location, settings)
+        after = [c["timestamp_ms"] for c in all_commits
                  if c["files"] and c["timestamp_ms"] and c["timestamp_ms"] > killed_ms]
-        recovery = {"kill_at_s": kill_at, "recovery_s": round((after[0] - killed_ms) / 1000, 1) if after else None,
+        recovery = {"kill_at_s": round((killed_ms - sent["schedule_start_ms"]) / 1000, 1),
+                    "recovery_s": round((after[0] - killed_ms) / 1000, 1) if after else None,
                     "duplicates": rows - distinct, "missing": expected - distinct}
     result = {"system": system, "rate": rate, **recovery,
               **{f"latency_{k}": v for k, v in percentiles(latencies).items()},
               "commits_in_window": len(window), "median_commit_gap_s": round(statistics.median(gaps), 3) if gaps
               else None, "sent": expected, "rows": rows, "distinct_ids": distinct,
-              "exact": rows == distinct == expected, "drain_after_load_s": round(drain_seconds, 1),
-              "producer_worst_behind_s": sent["producer_worst_behind_s"], "landed_at_stop": landed, **breakdown}
+              "exact": rows == distinct == expected,
+              "producer_worst_behind_s": sent["producer_worst_behind_s"], "landed_at_stop": landed,
+              "drain_seconds_incl_quiet": round(drain_seconds, 1), **breakdown}
     print("   " + json.dumps(result), flush=True)
     return result
 
@@ -207,11 +240,13 @@ def main(argv: list[str] | None = None) -> int:
                for rate in args.rates for system in args.systems]
 
     doc = document("latency", argv, results, warmup_s=args.warmup, measured_s=args.seconds)
-    table = ["| system | rate msg/s | p50 s | p95 s | p99 s | max s | commits | median gap s | rows / sent | exact |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    table += [f"| {r['system']} | {r['rate']:,} | {r.get('latency_p50')} | {r.get('latency_p95')} | "
-              f"{r.get('latency_p99')} | {r.get('latency_max')} | {r['commits_in_window']} | "
-              f"{r['median_commit_gap_s']} | {r['rows']:,} / {r['sent']:,} | {r['exact']} |" for r in results]
+    table = ["| system | rate msg/s | rows measured | p50 s | p95 s | p99 s | max s | commits | median gap s | "
+             "producer behind s | rows / sent | exact |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    table += [f"| {r['system']} | {r['rate']:,} | {r.get('latency_n', 0):,} | {r.get('latency_p50')} | "
+              f"{r.get('latency_p95')} | {r.get('latency_p99')} | {r.get('latency_max')} | {r['commits_in_window']} | "
+              f"{r['median_commit_gap_s']} | {r['producer_worst_behind_s']} | {r['rows']:,} / {r['sent']:,} | "
+              f"{r['exact']} |" for r in results]
     print("\n".join(table))
     if not args.no_write:
         write(doc, "Commit-visible latency into Delta",

@@ -1,10 +1,11 @@
 """Airflow DAGs for every maintained table declared in conf/tables/*.yaml (adding a file adds its DAGs):
 
-- lakeline_compact__<table>: hourly. health -> decide (the policy's plan, a dry run) -> compact (only when the
-  plan selects partitions) -> health after. Partition-scoped by the run's data interval: a run compacts the
-  partitions that went quiet in its interval (newest file written in the interval less the hot window; the start
-  reaches back to the last successful run, so a missed run's partitions are not lost). Decisions are made as of
-  the interval end, so a retry decides the same way, and finds what the first try compacted no longer in scope.
+- lakeline_compact__<table>: hourly, each run standing for the hour that ended. health -> decide (the policy's
+  plan, a dry run) -> compact (only when the plan selects partitions) -> health after. Partition-scoped by the
+  run's data interval: decisions are made as of its end (partitions written after it are hot), the partitions
+  that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
+  never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
+  threshold.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset): VACUUM / expire_snapshots + orphan removal with the table file's guards. Its task and the compact task
   share the one-slot pool lakeline_table__<table>, so a long retention and the next hour's compaction never
@@ -65,8 +66,8 @@ def compact_dag(name: str, path: str):
         def decide(_health: dict) -> dict:
             plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True, interval=_interval())
             print(f"decision for interval {plan.get('interval')}: {len(plan.get('partitions', []))} partition(s) to "
-                  f"compact, {len(plan.get('skipped_by_policy', []))} under threshold or hot, "
-                  f"{plan.get('out_of_interval', 0)} outside the interval")
+                  f"compact ({plan.get('from_interval', 0)} went quiet in the interval, {plan.get('backlog', 0)} "
+                  f"backlog), {len(plan.get('skipped_by_policy', []))} left alone (under threshold, hot or budget)")
             return plan
 
         @task.short_circuit

@@ -17,8 +17,9 @@ mkdir -p "$AIRFLOW_HOME"
 create_pools() {
     # One slot per table: its compaction and retention tasks never run at the same time.
     airflow db migrate >/dev/null
-    local table
-    for table in $(python - <<'PY'
+    local table pools
+    # Assigned first, so a table file that fails to load stops the script instead of creating no pools.
+    pools=$(python - <<'PY'
 import os
 from pathlib import Path
 from maintenance.policy import load_table
@@ -27,7 +28,8 @@ conf = Path(os.environ.get("LAKELINE_CONF_DIR", "conf"))
 for path in sorted((conf / "tables").glob("*.yaml")):
     print(table_pool(load_table(str(path), conf).name))
 PY
-    ); do
+    )
+    for table in $pools; do
         airflow pools set "$table" 1 "Lakeline: compaction and retention of one table, one at a time" >/dev/null
         echo "pool $table: 1 slot"
     done

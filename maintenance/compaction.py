@@ -57,9 +57,11 @@ class CompactionResult:
     skipped_by_policy: list[dict] = field(default_factory=list)
     manifests_rewritten: int = 0
     seconds: float = 0.0
-    # The scheduler interval the run was scoped to (ISO start or None, ISO end), and partitions outside it.
+    # The scheduler interval of the run (ISO start or None, ISO end); chosen partitions that went quiet in it and
+    # those that are backlog from before it.
     interval: list[str | None] | None = None
-    out_of_interval: int = 0
+    from_interval: int = 0
+    backlog: int = 0
 
     @property
     def files_before(self) -> int:
@@ -109,11 +111,11 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                               skipped_by_policy=[asdict(s) for s in plan.skipped],
                               interval=None if interval is None else [
                                   interval[0].isoformat() if interval[0] else None, interval[1].isoformat()],
-                              out_of_interval=plan.out_of_interval)
+                              from_interval=plan.from_interval, backlog=plan.backlog)
     if interval is not None:
         low, high = settled_range(interval, table.policy.compaction)
-        echo(f"  scope: partitions whose newest file was written in [{low.isoformat() if low else '-'}, "
-             f"{high.isoformat()}) (the interval less the hot window); {plan.out_of_interval} other(s) left alone")
+        echo(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
+             f"[{low.isoformat() if low else '-'}, {high.isoformat()})), {plan.backlog} from the backlog before it")
     for skip in plan.skipped:
         echo(f"  skip {skip.partition or '(table)'}: {skip.reason}")
     if dry_run:

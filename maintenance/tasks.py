@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ingest.errors import ConfigError, LakelineError
@@ -107,8 +107,10 @@ def _json_document(stdout: str) -> dict | None:
 
 
 def run_as_of(context) -> datetime:
-    """The moment a scheduler run stands for: its data interval end, or (manual runs) when it was due to run."""
-    return context.get("data_interval_end") or context["dag_run"].run_after
+    """The moment a scheduler run stands for: its data interval end, or (manual runs without one) when it was due
+    to run; never later than the present (a manual run given a future logical date must not judge the future)."""
+    moment = _resolved(context.get("data_interval_end")) or context["dag_run"].run_after
+    return min(moment, datetime.now(UTC))
 
 
 def _resolved(value):
@@ -117,19 +119,13 @@ def _resolved(value):
 
 
 def run_interval(context) -> tuple[str, str] | None:
-    """The data interval a compaction run is responsible for, as `lakeline compact --interval` arguments.
-
-    The start is moved back to the end of the previous successful run, so the interval of a missed or failed run
-    is covered by the next one; before any run has succeeded it is '-' (the first run sweeps the backlog). A
-    retry sees the same previous success, so it gets the same interval. None for a run without a data interval
-    (a manual trigger): the whole table, as of `run_as_of`."""
+    """The run's data interval as `lakeline compact --interval` arguments (its end capped like `run_as_of`), or
+    None when the run has none (a zero-length interval)."""
     start, end = _resolved(context.get("data_interval_start")), _resolved(context.get("data_interval_end"))
-    if start is None or end is None or start >= end:
+    if start is None or end is None:
         return None
-    previous = _resolved(context.get("prev_data_interval_end_success"))
-    if previous is None:
-        return "-", end.isoformat()
-    return min(start, previous).isoformat(), end.isoformat()
+    end = min(end, datetime.now(UTC))
+    return (start.isoformat(), end.isoformat()) if start < end else None
 
 
 def table_pool(table: str) -> str:

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import pyarrow as pa
     from confluent_kafka import Consumer
-    from deltalake import write_deltalake
+    from deltalake import DeltaTable, write_deltalake
 
     from ingest.adapters.analyst import delta_storage_options
     from ingest.adapters.kafka_admin import librdkafka_config
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    table = None
     print("READY", flush=True)
     while not stop.is_set():
         records: list[dict] = []
@@ -66,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
                 event["event_time"], event["event_date"] = moment, moment.date()
                 records.append(event)
         if records:
-            write_deltalake(uri, pa.Table.from_pylist(records, schema=schema), mode="append",
-                            partition_by=["event_date"], storage_options=options)
+            # After the first commit the table object is kept and updated in place, as a long-running writer
+            # would; passing the URI would re-open the table (replay its log) on every batch.
+            write_deltalake(table if table is not None else uri, pa.Table.from_pylist(records, schema=schema),
+                            mode="append", partition_by=["event_date"], storage_options=options)
+            if table is None:
+                table = DeltaTable(uri, storage_options=options)
             consumer.commit(asynchronous=False)
     consumer.close()
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ingest.errors import ConfigError
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,6 +37,11 @@ def iceberg_catalog(settings: Settings):
     from pyiceberg.catalog.sql import SqlCatalog
 
     uri = settings.require("iceberg_catalog_uri", "LAKELINE_ICEBERG_CATALOG_URI", "open the Iceberg catalog")
+    if uri.startswith("jdbc:"):
+        # Spark takes the jdbc: form; pyiceberg needs a SQLAlchemy URL and its driver.
+        raise ConfigError(f"LAKELINE_ICEBERG_CATALOG_URI is a JDBC URI ({uri.split('?', 1)[0]}): the Spark-free read "
+                          "(pyiceberg) needs the SQLAlchemy form of the catalog database, which Lakeline only has "
+                          "for the embedded sqlite:/// catalog. Read this table through Spark instead.")
     properties = {"s3.region": settings.aws_region}
     for key, value in (("s3.endpoint", settings.s3_endpoint), ("s3.access-key-id", settings.aws_access_key_id),
                        ("s3.secret-access-key", settings.aws_secret_access_key),

@@ -27,10 +27,12 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     systems = {r["system"] for r in results if "system" in r}
     assert systems == {"lakeline", "spark-delta", "delta-rs"}, done.stdout[-4000:]
     latency = [r for r in results if "system" in r and "recovery_s" not in r]
-    assert all(r["latency_n"] > 0 and r["latency_p50"] <= r["latency_p99"] for r in latency), latency
+    # positive: a commit stamped before the row's intended send time would mean a clock or parsing error
+    assert all(r["latency_n"] > 0 and r["latency_p50"] > 0 for r in latency), latency
     recovered = {r["system"]: r for r in results if "recovery_s" in r}
     assert set(recovered) == {"lakeline", "delta-rs"} and recovered["lakeline"]["recovery_s"] > 0
-    assert recovered["lakeline"]["duplicates"] == recovered["lakeline"]["missing"] == 0
+    assert recovered["lakeline"]["duplicates"] == 0
+    assert all(r["missing"] == 0 for r in recovered.values()), recovered  # at-least-once may duplicate, never lose
     formats = [r["format"] for r in results if "format" in r]
     assert formats.count("delta") == 2 and formats.count("iceberg") == 2  # drain and compaction, both formats
     # every steady run is exact; after a kill the delta-rs consumer (at-least-once) may replay a batch

@@ -135,23 +135,23 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     before = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     answer = sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect())
 
-    # A run whose data interval lies before every write is out of scope for all partitions: nothing happens.
+    # A run whose data interval ends before every write decides as of that end: every partition was written
+    # after it, so each one is hot and nothing is compacted.
     stale = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.datetime(2026, 1, 1, 0, 30, tz="UTC"))
     states = {ti.task_id: ti.state for ti in stale.get_task_instances()}
     assert stale.state == "success" and states["compact"] == "skipped", states
     plan = stale.get_task_instance("decide").xcom_pull(task_ids="decide")
-    assert plan["partitions"] == [] and plan["out_of_interval"] >= 2 and plan["skipped_by_policy"] == [], plan
+    assert plan["partitions"] == [] and plan["interval"] == ["2025-12-31T23:30:00+00:00", "2026-01-01T00:30:00+00:00"]
+    assert len(plan["skipped_by_policy"]) >= 2 and all("hot" in s["reason"] for s in plan["skipped_by_policy"]), plan
     assert spark.table(f"{config.iceberg_identifier(settings)}.files").count() == before
 
-    # The hour after the writes: its interval [T, T+1h), widened back to the last success, holds every
-    # partition's newest file, so each partition over threshold is compacted.
-    written = pendulum.now("UTC")
-    run = _dag(f"lakeline_compact__{name}").test(logical_date=written.add(hours=1))
+    # The hour that has just ended holds every write: each partition went quiet in it and is compacted.
+    run = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == dict.fromkeys(["health_before", "decide", "needed", "compact", "health_after"], "success")
     plan = run.get_task_instance("decide").xcom_pull(task_ids="decide")
-    assert plan["dry_run"] and plan["partitions"] and plan["interval"][0] == "2026-01-01T00:30:00+00:00", plan
+    assert plan["dry_run"] and plan["partitions"] and plan["from_interval"] == len(plan["partitions"]), plan
     after = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     assert after < before, (before, after)
     after_compaction_removed = before - after
@@ -159,7 +159,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     health = run.get_task_instance("health_after").xcom_pull(task_ids="health_after")
     assert sum(p["files"] for p in health["partitions"]) == after
 
-    again = _dag(f"lakeline_compact__{name}").test(logical_date=written.add(hours=2))  # nothing left to do
+    again = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))  # nothing left to do
     states = {ti.task_id: ti.state for ti in again.get_task_instances()}
     assert again.state == "success" and states["compact"] == "skipped" and states["health_after"] == "skipped"
 
@@ -168,12 +168,13 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     produce(config, settings, 100, seed=64, echo=print)
     _ingest(config, settings, spark)
     ident = config.iceberg_identifier(settings)
-    compacted_at = spark.sql(f"SELECT max(committed_at) FROM {ident}.snapshots WHERE operation = 'replace'").first()[0]
+    compacted_ms = spark.sql(f"SELECT max(unix_millis(committed_at)) FROM {ident}.snapshots "
+                             "WHERE operation = 'replace'").first()[0]
     snapshots = spark.table(f"{ident}.snapshots").count()
     answer = sorted(spark.table(ident).select("event_id", "amount").collect())
-    wait = (pendulum.instance(compacted_at, tz="UTC").add(seconds=RETAIN_SECONDS + 2) - pendulum.now("UTC"))
-    if wait.total_seconds() > 0:
-        time.sleep(wait.total_seconds())  # retention is about wall-clock age: let the window pass
+    wait = compacted_ms / 1000 + RETAIN_SECONDS + 2 - time.time()
+    if wait > 0:
+        time.sleep(wait)  # retention is about wall-clock age: let the window pass
 
     retained = _dag(f"lakeline_retain__{name}").test()
     assert retained.state == "success"

@@ -100,24 +100,26 @@ def test_spark_submit_launcher_needs_a_master():
         lakeline_command(["freshness"], {"LAKELINE_TASK_LAUNCHER": "spark-submit"})
 
 
-def test_compaction_interval_reaches_back_to_the_last_success():
+def test_run_interval_and_as_of_never_reach_into_the_future():
     from datetime import UTC, datetime, timedelta
 
-    from maintenance.tasks import run_interval
+    from maintenance.tasks import run_as_of, run_interval
 
-    class Lazy:  # Airflow passes prev_* values as lazy proxies
+    class Lazy:  # Airflow passes some context values as lazy proxies
         def __init__(self, value):
             self.__wrapped__ = value
 
     end = datetime(2026, 11, 22, 11, tzinfo=UTC)
     start = end - timedelta(hours=1)
-    base = {"data_interval_start": start, "data_interval_end": end}
-    assert run_interval(base | {"prev_data_interval_end_success": Lazy(None)}) == ("-", end.isoformat())
-    assert run_interval(base | {"prev_data_interval_end_success": Lazy(start)}) == (start.isoformat(), end.isoformat())
-    missed = start - timedelta(hours=3)  # three runs failed or never ran: their intervals are covered now
-    assert run_interval(base | {"prev_data_interval_end_success": Lazy(missed)}) == (missed.isoformat(),
-                                                                                    end.isoformat())
-    assert run_interval({"data_interval_start": end, "data_interval_end": end}) is None  # manual: whole table
+    context = {"data_interval_start": Lazy(start), "data_interval_end": Lazy(end)}
+    assert run_interval(context) == (start.isoformat(), end.isoformat())
+    assert run_as_of(context) == end
+    assert run_interval({"data_interval_start": end, "data_interval_end": end}) is None  # zero-length interval
+    future = datetime.now(UTC) + timedelta(hours=3)  # a manual run given a future logical date
+    ahead = {"data_interval_start": future - timedelta(hours=1), "data_interval_end": future}
+    assert run_interval(ahead) is None and run_as_of(ahead) <= datetime.now(UTC)
+    straddling = {"data_interval_start": datetime.now(UTC) - timedelta(minutes=30), "data_interval_end": future}
+    assert datetime.fromisoformat(run_interval(straddling)[1]) <= datetime.now(UTC)
 
 
 def test_drill_run_id_is_stable_and_valid():

@@ -132,26 +132,38 @@ def test_max_bytes_per_run_caps_the_plan_but_always_takes_one():
     assert huge.partitions == ["event_date=2026-11-20"]  # one oversized partition still makes progress
 
 
-def test_interval_scopes_to_partitions_that_went_quiet_in_it():
-    # NOW is 12:00, hot window 1h. The run for [10:00, 11:00) owns partitions whose newest file was written in
-    # [09:00, 10:00): by 11:00 they have been quiet for a whole hot window.
+def test_interval_takes_its_own_partitions_first_then_the_backlog():
+    # NOW is 12:00, hot window 1h. The run for [10:00, 11:00) decides as of 11:00; its own partitions went quiet
+    # in [09:00, 10:00) (quiet for a whole hot window by 11:00).
     start, end = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
-    health = _health(_part("2026-11-18", 10, 10, age_hours=3.5),   # newest file 08:30: an earlier run's
-                     _part("2026-11-19", 10, 10, age_hours=3.0),   # 09:00: this run's (inclusive start)
-                     _part("2026-11-20", 10, 10, age_hours=2.5),   # 09:30: this run's
-                     _part("2026-11-21", 10, 10, age_hours=2.0),   # 10:00: the next run's (exclusive end)
-                     _part("2026-11-22", 10, 10, age_hours=0.1))   # 11:54: still being written
+    health = _health(_part("2026-11-17", 10, 10, age_hours=0.2),   # newest file 11:48: after the interval end
+                     _part("2026-11-18", 10, 10, age_hours=3.5),   # 08:30: backlog from before the interval
+                     _part("2026-11-19", 10, 10, age_hours=3.0),   # 09:00: went quiet in it (inclusive start)
+                     _part("2026-11-20", 10, 10, age_hours=2.5),   # 09:30: went quiet in it
+                     _part("2026-11-21", 10, 10, age_hours=1.9),   # 10:06: still hot at 11:00
+                     _part("2026-11-22", 1, 1, age_hours=9.0))     # under threshold
     plan = decide(health, POLICY, end, interval=(start, end))
-    assert plan.partitions == ["event_date=2026-11-20", "event_date=2026-11-19"]
-    assert plan.out_of_interval == 3 and plan.skipped == []  # out-of-scope partitions are counted, not listed
-    # The next run takes 11-21; the partition being written belongs to no run until it goes quiet.
-    assert decide(health, POLICY, NOW, interval=(end, NOW)).partitions == ["event_date=2026-11-21"]
-    # No lower bound (the first run ever): everything that went quiet before 10:00.
-    assert decide(health, POLICY, end, interval=(None, end)).partitions == [
-        "event_date=2026-11-20", "event_date=2026-11-19", "event_date=2026-11-18"]
-    # A retry after 11-19 was compacted at 12:00: its newest file is the compacted one, outside the interval.
-    compacted = _health(_part("2026-11-19", 1, 1, age_hours=0.0), _part("2026-11-20", 10, 10, age_hours=2.5))
-    assert decide(compacted, POLICY, end, interval=(start, end)).partitions == ["event_date=2026-11-20"]
+    assert plan.partitions == ["event_date=2026-11-20", "event_date=2026-11-19", "event_date=2026-11-18"]
+    assert (plan.from_interval, plan.backlog) == (2, 1)
+    assert "went quiet in this interval" in plan.chosen[0].reason and "backlog" in plan.chosen[2].reason
+    reasons = {s.partition: s.reason for s in plan.skipped}
+    assert "hot" in reasons["event_date=2026-11-17"] and "hot" in reasons["event_date=2026-11-21"]
+    assert "min_small_files" in reasons["event_date=2026-11-22"]
+
+
+def test_a_byte_budget_never_leaves_a_settled_partition_behind():
+    # Two 600MB partitions go quiet in the same hour; the 1GB budget takes one. The next hour takes the other.
+    start, end = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
+    parts = [_part("2026-11-19", 10, 10, size=60 * MB, age_hours=2.5), _part("2026-11-20", 10, 10, size=60 * MB,
+                                                                             age_hours=2.5)]
+    first = decide(_health(*parts), POLICY, end, interval=(start, end))
+    assert first.partitions == ["event_date=2026-11-20"] and "max_bytes_per_run" in first.skipped[0].reason
+    compacted = [_part("2026-11-19", 10, 10, size=60 * MB, age_hours=2.5), _part("2026-11-20", 1, 1, age_hours=0.5)]
+    second = decide(_health(*compacted), POLICY, NOW, interval=(end, NOW))
+    assert second.partitions == ["event_date=2026-11-19"] and (second.from_interval, second.backlog) == (0, 1)
+    # A retry of the first run, after it compacted 11-20: that partition is now under threshold.
+    retry = decide(_health(*compacted), POLICY, end, interval=(start, end))
+    assert retry.partitions == ["event_date=2026-11-19"]
 
 
 def test_partition_filter_accepts_values_and_reports_unknown():
