@@ -7,7 +7,8 @@
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
   threshold.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
-  asset): VACUUM / expire_snapshots + orphan removal with the table file's guards. Its task and the compact task
+  asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
+  guards. Its task and the compact task
   share the one-slot pool lakeline_table__<table>, so a long retention and the next hour's compaction never
   overlap (create the pools with `bash infra/airflow.sh create-pools`; dags/README.md).
 
@@ -22,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import Asset, CronTriggerTimetable, dag, get_current_context, task
+from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
 from maintenance import tasks
 from maintenance.policy import load_table
@@ -91,7 +92,12 @@ def compact_dag(name: str, path: str):
 
 
 def retain_dag(name: str, path: str):
-    @dag(dag_id=f"lakeline_retain__{name}", schedule=[compacted_asset(name)], start_date=START, catchup=False,
+    # After each compaction, and daily in any case: a table that is never compacted (still written, or under
+    # threshold) must not keep its old versions for ever.
+    schedule = AssetOrTimeSchedule(assets=[compacted_asset(name)],
+                                   timetable=CronTriggerTimetable("30 3 * * *", timezone="UTC"))
+
+    @dag(dag_id=f"lakeline_retain__{name}", schedule=schedule, start_date=START, catchup=False,
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "retention", name],
          doc_md=f"Retention for table `{name}` after its compaction; see `lakeline retain --help`.")
     def retention():

@@ -168,9 +168,10 @@ def _maintenance_parsers(sub) -> None:
                          help="only these partitions (values like 2026-11-20 or col=value)")
     compact.add_argument("--include-hot", action="store_true", help="also compact the hot partition")
     compact.add_argument("--interval", nargs=2, metavar=("START", "END"),
-                         help="a scheduler run's data interval (ISO times; START may be '-' for no lower bound): "
-                              "only partitions whose newest file was written in [START - hot_partition_window, "
-                              "END - hot_partition_window), i.e. that went quiet in it. --now defaults to END")
+                         help="a scheduler run's data interval (ISO times; START may be '-'): decide as of END "
+                              "(--now defaults to it), and take first the partitions that went quiet in the "
+                              "interval (newest file in [START - hot_partition_window, END - hot_partition_window)), "
+                              "then any backlog still over threshold")
 
     retain = sub.add_parser("retain", help="delete files no longer needed (dry run unless --delete)",
                             description="Delta: VACUUM. Iceberg: expire_snapshots and orphan-file removal. Dry run "
