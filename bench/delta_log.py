@@ -34,10 +34,12 @@ class DeltaLogReader:
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix,
                                                                          **extra):
             for item in page.get("Contents", []):
-                self._last_key = max(self._last_key, item["Key"])
                 name = item["Key"].rsplit("/", 1)[1]
-                if _COMMIT_FILE.match(name):  # not N.M.compacted.json or checkpoints
+                if _COMMIT_FILE.match(name):  # not N.M.compacted.json, .crc, checkpoints or _-prefixed files
                     self._commits[int(name[:20])] = self._parse(int(name[:20]), item["Key"])
+                    # Only commit keys move the listing start: other log files (e.g. _last_checkpoint, _commits/)
+                    # sort after every N.json and would hide the commits still to come.
+                    self._last_key = max(self._last_key, item["Key"])
         return [self._commits[v] for v in sorted(self._commits)]
 
     def _parse(self, version: int, key: str) -> dict:
