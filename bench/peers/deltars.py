@@ -32,12 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     from confluent_kafka import Consumer
     from deltalake import DeltaTable, write_deltalake
 
-    from ingest.adapters.analyst import delta_storage_options
+    from ingest.adapters.analyst import delta_rs_uri, delta_storage_options
     from ingest.adapters.kafka_admin import librdkafka_config
     from ingest.settings import load_settings
 
     settings = load_settings()
-    uri = "s3://" + args.location.split("://", 1)[1]
+    uri = delta_rs_uri(args.location)
     # One writer only, so no lock is needed for the log (delta-rs refuses S3 writes without one or this flag).
     options = {**delta_storage_options(settings), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     schema = pa.schema([("event_id", pa.string()), ("event_time", pa.timestamp("us", tz="UTC")),

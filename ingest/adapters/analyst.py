@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from ingest.config import PipelineConfig
 
 
+def delta_rs_uri(location: str) -> str:
+    """delta-rs speaks s3://, Spark's S3A s3a:// (same bucket and key)."""
+    return "s3://" + location.split("://", 1)[1] if location.startswith("s3a://") else location
+
+
 def delta_storage_options(settings: Settings) -> dict[str, str]:
     """object_store options for delta-rs (only what is set, so real S3 falls back to its default chain)."""
     options = {"AWS_REGION": settings.aws_region}
@@ -63,8 +68,7 @@ def duckdb_query(config: "PipelineConfig", settings: Settings, sql: str, table: 
         if config.sink.format == "delta":
             from deltalake import DeltaTable
 
-            location = config.delta_location(settings, table)
-            uri = "s3://" + location.split("://", 1)[1] if location.startswith("s3a://") else location
+            uri = delta_rs_uri(config.delta_location(settings, table))
             dataset = DeltaTable(uri, storage_options=delta_storage_options(settings)).to_pyarrow_dataset()
             connection.register("t", dataset)
         else:
