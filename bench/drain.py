@@ -13,14 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import time
 import uuid
-from datetime import datetime, UTC
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench.common import document, orders_pipeline, write
 
 
 def _jvm_cpu_seconds() -> float:
@@ -40,16 +37,6 @@ def _jvm_cpu_seconds() -> float:
     return total
 
 
-def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
-                      if line.startswith("MemTotal")))
-    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(mem_kb / 1024 / 1024, 1),
-            "python": platform.python_version(),
-            "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
@@ -59,32 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from infra import stack
-    from ingest.config import PipelineConfig
     from ingest.pipeline import Pipeline
     from ingest.produce import produce
     from ingest.reconcile import reconcile
     from ingest.settings import load_settings
     from ingest.spark import build_spark
-    import yaml
-
-    from infra.paths import REPO_ROOT
-
-    template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
 
     stack.up()
     settings = load_settings()
     run_id = uuid.uuid4().hex[:6]
     topic = f"bench_drain_{run_id}"
 
-    def config(fmt: str) -> PipelineConfig:
-        return PipelineConfig.model_validate({
-            "pipeline": f"bench_{fmt}_{run_id}",
-            "source": {"kind": "kafka", "topics": [topic], "starting_offsets": "earliest",
-                       "max_offsets_per_trigger": args.max_offsets_per_trigger},
-            "schema": template["schema"],
-            "sink": {"format": fmt, "table": f"bench_{fmt}_{run_id}", "namespace": "bench",
-                     "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
-        })
+    def config(fmt: str):
+        return orders_pipeline(f"bench_{fmt}_{run_id}", fmt, topic, args.max_offsets_per_trigger)
 
     print(f"producing {args.count:,} events to {topic} ...", flush=True)
     produced = produce(config("delta"), settings, args.count, bad_ratio=0.01, seed=1, echo=print)
@@ -108,23 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results[-1]), flush=True)
     spark.stop()
 
-    command = "python -m bench.drain " + " ".join(argv if argv is not None else os.sys.argv[1:])
-    doc = {"benchmark": "drain", "at": datetime.now(UTC).isoformat(timespec="seconds"),
-           "command": command.strip(), "count": args.count, "max_offsets_per_trigger": args.max_offsets_per_trigger,
-           "machine": machine(), "results": results}
+    doc = document("drain", argv, results, count=args.count, max_offsets_per_trigger=args.max_offsets_per_trigger)
     table = ["| format | records | batches | seconds | records/s | JVM CPU s | CPU s / 1M | exact |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     table += [f"| {r['format']} | {r['records']:,} | {r['batches']} | {r['seconds']} | {r['records_per_s']:,} | "
               f"{r['jvm_cpu_s']} | {r['cpu_s_per_million']} | {r['exact']} |" for r in results]
     print("\n".join(table))
     if not args.no_write:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        stem = RESULTS / f"drain-{datetime.now(UTC):%Y-%m-%d}"
-        stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-        stem.with_suffix(".md").write_text(
-            f"# Drain throughput, {doc['at']}\n\nCommand: `{doc['command']}` (local stack: KRaft broker, moto S3, "
-            f"Spark local[2]; all on this machine)\n\nMachine: {doc['machine']}\n\n" + "\n".join(table) + "\n")
-        print(f"written {stem}.json and .md")
+        write(doc, "Drain throughput", "\n".join(table))
     return 0 if all(r["exact"] for r in results) else 3
 
 

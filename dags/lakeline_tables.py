@@ -1,10 +1,16 @@
 """Airflow DAGs for every maintained table declared in conf/tables/*.yaml (adding a file adds its DAGs):
 
-- lakeline_compact__<table>: hourly. health -> decide (the policy's plan, a dry run) -> compact (only when the
-  plan selects partitions) -> health after. Decisions are made as of the run's data interval end, so a retry of
-  the same run decides the same way, and a partition compacted by the first try is under threshold on the retry.
+- lakeline_compact__<table>: hourly, each run standing for the hour that ended. health -> decide (the policy's
+  plan, a dry run) -> compact (only when the plan selects partitions) -> health after. Partition-scoped by the
+  run's data interval: decisions are made as of its end (partitions written after it are hot), the partitions
+  that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
+  never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
+  threshold.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
-  asset), never beside it: VACUUM / expire_snapshots + orphan removal with the table file's guards.
+  asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
+  guards. Its task and the compact task
+  share the one-slot pool lakeline_table__<table>, so a long retention and the next hour's compaction never
+  overlap (create the pools with `bash infra/airflow.sh create-pools`; dags/README.md).
 
 Wiring only: the steps live in maintenance.tasks. At import this reads the YAML under LAKELINE_CONF_DIR and
 nothing else: no network, no Spark, no Variables.
@@ -17,13 +23,16 @@ from datetime import timedelta
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import Asset, dag, get_current_context, task
+from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
 from maintenance import tasks
 from maintenance.policy import load_table
 
 CONF_DIR = Path(os.environ.get("LAKELINE_CONF_DIR") or Path(__file__).resolve().parent.parent / "conf")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
+# Hourly, each run standing for the hour that just ended: [run time - 1h, run time). (Plain "@hourly" is a
+# trigger timetable in Airflow 3, whose runs have a zero-length data interval.)
+HOURLY = CronTriggerTimetable("0 * * * *", timezone="UTC", interval=timedelta(hours=1))
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}
 
@@ -41,8 +50,12 @@ def _as_of() -> str:
     return tasks.run_as_of(get_current_context()).isoformat()
 
 
+def _interval() -> tuple[str, str] | None:
+    return tasks.run_interval(get_current_context())
+
+
 def compact_dag(name: str, path: str):
-    @dag(dag_id=f"lakeline_compact__{name}", schedule="@hourly", start_date=START, catchup=False,
+    @dag(dag_id=f"lakeline_compact__{name}", schedule=HOURLY, start_date=START, catchup=False,
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"Policy-driven compaction of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def compaction():
@@ -52,17 +65,19 @@ def compact_dag(name: str, path: str):
 
         @task
         def decide(_health: dict) -> dict:
-            plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True)
-            print(f"decision: {len(plan.get('partitions', []))} partition(s) to compact")
+            plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True, interval=_interval())
+            print(f"decision for interval {plan.get('interval')}: {len(plan.get('partitions', []))} partition(s) to "
+                  f"compact ({plan.get('from_interval', 0)} went quiet in the interval, {plan.get('backlog', 0)} "
+                  f"backlog), {len(plan.get('skipped_by_policy', []))} left alone (under threshold, hot or budget)")
             return plan
 
         @task.short_circuit
         def needed(plan: dict) -> bool:
             return bool(plan.get("partitions"))
 
-        @task(outlets=[compacted_asset(name)])
+        @task(outlets=[compacted_asset(name)], pool=tasks.table_pool(name))
         def compact(_plan: dict) -> dict:
-            return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False)
+            return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False, interval=_interval())
 
         @task
         def health_after(_result: dict) -> dict:
@@ -77,11 +92,16 @@ def compact_dag(name: str, path: str):
 
 
 def retain_dag(name: str, path: str):
-    @dag(dag_id=f"lakeline_retain__{name}", schedule=[compacted_asset(name)], start_date=START, catchup=False,
+    # After each compaction, and daily in any case: a table that is never compacted (still written, or under
+    # threshold) must not keep its old versions for ever.
+    schedule = AssetOrTimeSchedule(assets=[compacted_asset(name)],
+                                   timetable=CronTriggerTimetable("30 3 * * *", timezone="UTC"))
+
+    @dag(dag_id=f"lakeline_retain__{name}", schedule=schedule, start_date=START, catchup=False,
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "retention", name],
          doc_md=f"Retention for table `{name}` after its compaction; see `lakeline retain --help`.")
     def retention():
-        @task
+        @task(pool=tasks.table_pool(name))
         def retain() -> dict:
             return tasks.retain(path, CONF_DIR, _as_of())
 

@@ -11,4 +11,4 @@ if [ "${CI:-}" = "true" ] || [ "${LAKELINE_HEAVY:-0}" = "1" ]; then
   marker=()
   echo "[test] running every suite, heavy ones included"
 fi
-exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=1800 "${marker[@]}" "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=1800 --durations=30 "${marker[@]}" "$@"

@@ -167,6 +167,11 @@ def _maintenance_parsers(sub) -> None:
     compact.add_argument("--partitions", nargs="+", metavar="P",
                          help="only these partitions (values like 2026-11-20 or col=value)")
     compact.add_argument("--include-hot", action="store_true", help="also compact the hot partition")
+    compact.add_argument("--interval", nargs=2, metavar=("START", "END"),
+                         help="a scheduler run's data interval (ISO times; START may be '-'): decide as of END "
+                              "(--now defaults to it), and take first the partitions that went quiet in the "
+                              "interval (newest file in [START - hot_partition_window, END - hot_partition_window)), "
+                              "then any backlog still over threshold")
 
     retain = sub.add_parser("retain", help="delete files no longer needed (dry run unless --delete)",
                             description="Delta: VACUUM. Iceberg: expire_snapshots and orphan-file removal. Dry run "
@@ -189,13 +194,23 @@ def _maintenance(args: argparse.Namespace) -> int:
     from ingest.spark import build_spark
     from maintenance.policy import load_table, parse_duration
 
+    def moment(value: str, option: str) -> datetime:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ConfigError(f"{option} {value!r} is not an ISO-8601 time, e.g. 2026-11-22T10:00:00+00:00") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
     table = load_table(args.table, args.conf_dir)
     settings = load_settings()
-    try:
-        now = datetime.fromisoformat(args.now) if args.now else datetime.now(UTC)
-    except ValueError:
-        raise ConfigError(f"--now {args.now!r} is not an ISO-8601 time") from None
-    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    interval = None
+    if getattr(args, "interval", None):
+        start = None if args.interval[0] == "-" else moment(args.interval[0], "--interval START")
+        end = moment(args.interval[1], "--interval END")
+        if start is not None and start >= end:
+            raise ConfigError(f"--interval: START {start.isoformat()} is not before END {end.isoformat()}")
+        interval = (start, end)
+    now = moment(args.now, "--now") if args.now else interval[1] if interval else datetime.now(UTC)
     if args.command == "retain" and args.delete and now > datetime.now(UTC) + timedelta(minutes=5):
         # Retention cut-offs are computed from `now`: a time in the future would delete inside the real window.
         raise ConfigError(f"--now {now.isoformat()} is in the future; retain --delete only runs as of the present "
@@ -223,7 +238,7 @@ def _maintenance(args: argparse.Namespace) -> int:
         from maintenance.compaction import compact
 
         result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
-                         include_hot=args.include_hot, echo=echo)
+                         include_hot=args.include_hot, interval=interval, echo=echo)
         print(json.dumps(result.to_json(), indent=2) if quiet else result.summary())
         return 0
     from maintenance.retention import retain

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from maintenance.health import collect_health, table_ref
-from maintenance.policy import MaintainedTable, Plan, decide, format_size
+from maintenance.policy import MaintainedTable, decide, format_size, settled_range
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,6 +57,11 @@ class CompactionResult:
     skipped_by_policy: list[dict] = field(default_factory=list)
     manifests_rewritten: int = 0
     seconds: float = 0.0
+    # The scheduler interval of the run (ISO start or None, ISO end); chosen partitions that went quiet in it and
+    # those that are backlog from before it.
+    interval: list[str | None] | None = None
+    from_interval: int = 0
+    backlog: int = 0
 
     @property
     def files_before(self) -> int:
@@ -95,13 +100,22 @@ def _bar(done: int, total: int, width: int = 20) -> str:
 
 def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings", now: datetime,
             dry_run: bool = False, partitions: list[str] | None = None, include_hot: bool = False,
+            interval: tuple[datetime | None, datetime] | None = None,
             echo: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep) -> CompactionResult:
-    """Compact the partitions the policy selects (or only `partitions`). `now` decides what is hot."""
+    """Compact the partitions the policy selects (or only `partitions`, or only those that settled in a
+    scheduler `interval`). `now` decides what is hot."""
     started = time.monotonic()
     health = collect_health(spark, table, settings, now)
-    plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot)
+    plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot, interval=interval)
     result = CompactionResult(table.name, table.format, dry_run,
-                              skipped_by_policy=[asdict(s) for s in plan.skipped])
+                              skipped_by_policy=[asdict(s) for s in plan.skipped],
+                              interval=None if interval is None else [
+                                  interval[0].isoformat() if interval[0] else None, interval[1].isoformat()],
+                              from_interval=plan.from_interval, backlog=plan.backlog)
+    if interval is not None:
+        low, high = settled_range(interval, table.policy.compaction)
+        echo(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
+             f"[{low.isoformat() if low else '-'}, {high.isoformat()})), {plan.backlog} from the backlog before it")
     for skip in plan.skipped:
         echo(f"  skip {skip.partition or '(table)'}: {skip.reason}")
     if dry_run:
@@ -125,12 +139,6 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                                                    "rewrite_manifests", echo, sleep)[0] or 0
     result.seconds = time.monotonic() - started
     return result
-
-
-def plan_only(spark: "SparkSession", table: MaintainedTable, settings: "Settings", now: datetime,
-              partitions: list[str] | None = None, include_hot: bool = False) -> Plan:
-    return decide(collect_health(spark, table, settings, now), table.policy.compaction, now, only=partitions,
-                  include_hot=include_hot)
 
 
 def _with_retries(action, what: str, echo, sleep) -> tuple[object | None, int, str]:

@@ -7,6 +7,7 @@ metadata tables (`files`, `partitions`, `snapshots`). The decisions live in main
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ingest.settings import Settings
+
+
+_COMMIT_FILE = re.compile(r"^\d{20}\.json$")  # not N.M.compacted.json or checkpoint files
 
 
 def table_ref(table: MaintainedTable, settings: "Settings") -> str:
@@ -87,10 +91,11 @@ def _delta_health(spark: "SparkSession", table: MaintainedTable, location: str, 
     rows = [(r["p"], r["size"], _utc(r["modificationTime"]))
             for r in files.select(part.alias("p"), "size", "modificationTime").collect()]
     log = list_status(spark, f"{location}/_delta_log")
-    versions = [int(name.split(".")[0]) for name, _, _ in log if name.endswith(".json") and name[:20].isdigit()]
+    versions = [int(name[:20]) for name, _, _ in log if _COMMIT_FILE.match(name)]
     history = DeltaTable.forPath(spark, location).history().select("version", "timestamp", "operation")
-    oldest = history.agg(F.min("timestamp")).first()[0]
-    optimized = history.where("operation = 'OPTIMIZE'").agg(F.max("timestamp")).first()[0]
+    # Timestamps leave Spark as epoch millis: collect() would give naive local times, wrong off a UTC host.
+    oldest = history.agg(F.min(F.unix_millis("timestamp"))).first()[0]
+    optimized = history.where("operation = 'OPTIMIZE'").agg(F.max(F.unix_millis("timestamp"))).first()[0]
     compaction = table.policy.compaction
     return TableHealth(table.name, "delta", location, column, compaction.target_bytes, compaction.small_below,
                        _partitions(rows, table), len(versions), int(snapshot.version()),
@@ -108,13 +113,13 @@ def _iceberg_health(spark: "SparkSession", table: MaintainedTable, ident: str, n
     updated: dict[str, datetime | None] = {}
     for r in spark.table(f"{ident}.partitions").select(
             (F.concat(F.lit(f"{column}="), F.col(f"partition.{column}").cast("string")) if column else F.lit(""))
-            .alias("p"), "last_updated_at").collect():
-        updated[r["p"]] = _utc(r["last_updated_at"])
+            .alias("p"), F.unix_millis("last_updated_at").alias("updated_ms")).collect():
+        updated[r["p"]] = _utc(r["updated_ms"])
     rows = [(p, s, updated.get(p)) for p, s in sizes]
     snapshots = spark.table(f"{ident}.snapshots")
-    stats = snapshots.agg(F.count("*").alias("n"), F.min("committed_at").alias("oldest"),
-                          F.max(F.when(F.col("operation") == "replace", F.col("committed_at"))).alias("replaced")
-                          ).first()
+    committed_ms = F.unix_millis("committed_at")
+    stats = snapshots.agg(F.count("*").alias("n"), F.min(committed_ms).alias("oldest"),
+                          F.max(F.when(F.col("operation") == "replace", committed_ms)).alias("replaced")).first()
     current = spark.sql(f"SELECT snapshot_id FROM {ident}.history WHERE is_current_ancestor "
                         f"ORDER BY made_current_at DESC LIMIT 1").collect()
     location = _iceberg_location(spark, ident)
@@ -171,19 +176,24 @@ def format_health(health: TableHealth) -> str:
 
 
 def plot_sizes(path: str, runs: list[tuple[str, list[int]]], target: int) -> None:
-    """PNG of the data-file size distribution; two runs (e.g. before/after compaction) side by side."""
+    """PNG of the data-file size distribution on a log scale (small files are KB, the target is ~100 MB); two
+    runs (e.g. before/after compaction) side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False, sharey=True)
+    everything = [s for _, sizes in runs for s in sizes if s > 0] or [1]
+    low, high = max(1, min(everything)) / 1.5, max(max(everything), target) * 1.5
+    bins = np.geomspace(low, high, 50)
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False)
     for ax, (label, sizes) in zip(axes[0], runs, strict=True):
-        mb = [s / 1024 ** 2 for s in sizes] or [0]
-        ax.hist(mb, bins=40, color="#4477aa")
-        ax.axvline(target / 1024 ** 2, color="#cc3311", linestyle="--", label="target size")
-        ax.set_title(f"{label}: {len(sizes)} files")
-        ax.set_xlabel("file size (MB)")
+        ax.hist([s for s in sizes if s > 0] or [low], bins=bins, color="#4477aa")
+        ax.set_xscale("log")
+        ax.axvline(target, color="#cc3311", linestyle="--", label=f"target {format_size(target)}")
+        ax.set_title(f"{label}: {len(sizes)} files, {format_size(sum(sizes))}")
+        ax.set_xlabel("file size (bytes, log scale)")
         ax.set_ylabel("files")
         ax.legend()
     fig.tight_layout()

@@ -118,6 +118,10 @@ class Retention(_Strict):
     # Files no version references are deleted only when older than this (an in-flight commit's files are young).
     orphan_older_than: str = "72h"
     min_orphan_age: str = "24h"
+    # Dev and test tables only: lets min_retain / min_orphan_age go below the 1h floors. A Delta table still keeps
+    # its own delta.deletedFileRetentionDuration floor (7 days by default). A window shorter than the longest
+    # commit can delete the files of a commit still in flight.
+    allow_short_windows: bool = False
 
     @field_validator("retain", "min_retain", "orphan_older_than", "min_orphan_age")
     @classmethod
@@ -127,10 +131,11 @@ class Retention(_Strict):
 
     @model_validator(mode="after")
     def _floors(self) -> "Retention":
-        if self.min_retain_delta < HARD_MIN_RETAIN:
-            raise ValueError(f"min_retain must be at least {_fmt(HARD_MIN_RETAIN)}")
-        if self.min_orphan_age_delta < HARD_MIN_ORPHAN_AGE:
-            raise ValueError(f"min_orphan_age must be at least {_fmt(HARD_MIN_ORPHAN_AGE)}")
+        fix = "; or, for a dev/test table only, set retention.allow_short_windows: true"
+        if self.min_retain_delta < HARD_MIN_RETAIN and not self.allow_short_windows:
+            raise ValueError(f"min_retain must be at least {_fmt(HARD_MIN_RETAIN)}{fix}")
+        if self.min_orphan_age_delta < HARD_MIN_ORPHAN_AGE and not self.allow_short_windows:
+            raise ValueError(f"min_orphan_age must be at least {_fmt(HARD_MIN_ORPHAN_AGE)}{fix}")
         if self.retain_delta < self.min_retain_delta:
             raise ValueError(f"retain {self.retain} is shorter than min_retain {self.min_retain}; raise retain")
         if self.orphan_delta < self.min_orphan_age_delta:
@@ -314,6 +319,9 @@ class Plan:
     chosen: list[PartitionChoice]  # to compact, newest first
     skipped: list[PartitionChoice]
     bytes_planned: int
+    # With an interval: how many chosen partitions went quiet in it, and how many are backlog from before it.
+    from_interval: int = 0
+    backlog: int = 0
 
     @property
     def partitions(self) -> list[str]:
@@ -325,11 +333,26 @@ def partition_sort_key(partition: str) -> str:
     return partition.partition("=")[2] or partition
 
 
+def settled_range(interval: tuple[datetime | None, datetime], compaction: Compaction
+                  ) -> tuple[datetime | None, datetime]:
+    """The write times in which a partition "went quiet in" a scheduler interval [start, end): its newest file is in
+    [start - hot window, end - hot window), so by the interval end it has been quiet for a whole hot window.
+    `start` None means no lower bound."""
+    start, end = interval
+    window = compaction.hot_window
+    return (start - window if start is not None else None), end - window
+
+
 def decide(health: TableHealth, compaction: Compaction, now: datetime, only: list[str] | None = None,
-           include_hot: bool = False) -> Plan:
+           include_hot: bool = False, interval: tuple[datetime | None, datetime] | None = None) -> Plan:
     """Which partitions to compact: over threshold (enough small files and a high enough small share), newest
     first, skipping the hot partition (newest file younger than the hot window) unless `include_hot`, until
-    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions (values or col=value)."""
+    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions (values or col=value).
+
+    With `interval` (a scheduler run's data interval; `now` is its end): the partitions that went quiet in it
+    (`settled_range`) come first, then the backlog, partitions that settled earlier and are still over threshold
+    (left by an earlier run's byte budget, or by a run that never ran). Partitions still being written are hot
+    at `now`. So each run does its own interval's work first and nothing settled is ever left for good."""
     chosen: list[PartitionChoice] = []
     skipped: list[PartitionChoice] = []
     budget = compaction.max_bytes
@@ -337,6 +360,12 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
     ordered = sorted(health.partitions, key=lambda p: partition_sort_key(p.partition), reverse=True)
     wanted = None if not only else {w if "=" in w or not health.partition_column
                                     else f"{health.partition_column}={w}" for w in only}
+    own: set[str] = set()
+    if interval is not None:
+        low, high = settled_range(interval, compaction)
+        own = {p.partition for p in ordered if p.newest_file_at is not None
+               and (low is None or p.newest_file_at >= low) and p.newest_file_at < high}
+        ordered = [p for p in ordered if p.partition in own] + [p for p in ordered if p.partition not in own]
 
     def record(part: PartitionHealth, action: str, reason: str) -> None:
         (chosen if action == "compact" else skipped).append(
@@ -361,12 +390,15 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             record(part, "skip", f"max_bytes_per_run {compaction.max_bytes_per_run} reached")
             continue
         used += part.bytes
-        record(part, "compact", f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f})")
+        origin = "" if interval is None else (", went quiet in this interval" if part.partition in own
+                                              else ", backlog from before this interval")
+        record(part, "compact", f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f}){origin}")
     if wanted is not None:
         known = {p.partition for p in health.partitions}
         for missing in sorted(wanted - known):
             skipped.append(PartitionChoice(missing, "skip", "no such partition", 0, 0, 0))
-    return Plan(health.table, chosen, skipped, used)
+    from_interval = sum(1 for c in chosen if c.partition in own)
+    return Plan(health.table, chosen, skipped, used, from_interval, len(chosen) - from_interval if interval else 0)
 
 
 def size_histogram(sizes: list[int], target: int) -> dict[str, int]:

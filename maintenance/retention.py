@@ -91,6 +91,8 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
         raise RetentionRefused(f"{table.path}: retention refused for {table.name}:\n  - " + "\n  - ".join(problems))
     result = RetentionResult(table.name, table.format, dry_run, request.retain.total_seconds() / 3600,
                              request.orphan_older_than.total_seconds() / 3600)
+    if policy.allow_short_windows:
+        result.notes.append("retention.allow_short_windows is on: the 1h floors do not apply (dev/test tables only)")
     result.notes += _backup_notes(spark, table, settings, request.retain, now)
     if table.format == "delta":
         _delta_vacuum(spark, ref, request, dry_run, result)
@@ -126,16 +128,15 @@ def _iceberg_retention(spark, table: MaintainedTable, ident: str, request: Reten
 
     catalog, namespace, name = ident.split(".")
     cutoff = now - request.retain
-    protected = spark.sql(
-        f"SELECT max(s.committed_at) FROM {ident}.snapshots s JOIN {ident}.history h "
+    protected_ms = spark.sql(
+        f"SELECT max(unix_millis(s.committed_at)) FROM {ident}.snapshots s JOIN {ident}.history h "
         f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{COMMIT_KEY}'] IS NOT NULL"
     ).first()[0]
-    if protected is not None:
-        protected = protected.replace(tzinfo=UTC) if protected.tzinfo is None else protected
-        if protected <= cutoff:
-            result.notes.append(f"kept the snapshot of {protected.isoformat(timespec='seconds')} and later: it holds "
-                                f"the pipeline's newest commit record (resume offsets)")
-            cutoff = protected
+    protected = datetime.fromtimestamp(protected_ms / 1000, UTC) if protected_ms is not None else None
+    if protected is not None and protected <= cutoff:
+        result.notes.append(f"kept the snapshot of {protected.isoformat(timespec='seconds')} and later: it holds "
+                            f"the pipeline's newest commit record (resume offsets)")
+        cutoff = protected
     result.expire_before = cutoff.isoformat(timespec="seconds")
     stamp = cutoff.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     current = spark.sql(f"SELECT snapshot_id FROM {ident}.history WHERE is_current_ancestor "

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ingest.errors import ConfigError, LakelineError
@@ -107,8 +107,30 @@ def _json_document(stdout: str) -> dict | None:
 
 
 def run_as_of(context) -> datetime:
-    """The moment a scheduler run stands for: its data interval end, or (manual runs) when it was due to run."""
-    return context.get("data_interval_end") or context["dag_run"].run_after
+    """The moment a scheduler run stands for: its data interval end, or (manual runs without one) when it was due
+    to run; never later than the present (a manual run given a future logical date must not judge the future)."""
+    moment = _resolved(context.get("data_interval_end")) or context["dag_run"].run_after
+    return min(moment, datetime.now(UTC))
+
+
+def _resolved(value):
+    """Airflow hands some context values as lazy proxies; this is the value behind one (or the value itself)."""
+    return getattr(value, "__wrapped__", value)
+
+
+def run_interval(context) -> tuple[str, str] | None:
+    """The run's data interval as `lakeline compact --interval` arguments (its end capped like `run_as_of`), or
+    None when the run has none (a zero-length interval)."""
+    start, end = _resolved(context.get("data_interval_start")), _resolved(context.get("data_interval_end"))
+    if start is None or end is None:
+        return None
+    end = min(end, datetime.now(UTC))
+    return (start.isoformat(), end.isoformat()) if start < end else None
+
+
+def table_pool(table: str) -> str:
+    """The one-slot Airflow pool that keeps a table's compaction and retention from running at the same time."""
+    return f"lakeline_table__{table}"
 
 
 # ---- the steps the DAGs wire together ------------------------------------------------------------------------
@@ -152,9 +174,11 @@ def table_health(table: str, conf_dir: str | Path, as_of: str, echo=print) -> di
                          "json"], echo).output
 
 
-def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool, echo=print) -> dict:
+def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool, interval: tuple[str, str] | None = None,
+            echo=print) -> dict:
     return run_lakeline(["compact", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
-                         "json", *(["--dry-run"] if dry_run else [])], echo).output
+                         "json", *(["--interval", *interval] if interval else []),
+                         *(["--dry-run"] if dry_run else [])], echo).output
 
 
 def retain(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pendulum
 import pytest
 import yaml
 
@@ -14,6 +16,7 @@ from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.config import load_pipeline
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
+from ingest.reconcile import reconcile
 from maintenance import checkpoints
 from tests.helpers import pipeline_dict
 
@@ -106,18 +109,23 @@ def test_drill_dag_runs_setup_drill_teardown_and_reports(airflow_db, pipeline_co
     assert removed["removed"] == ["lose-checkpoint"]
 
 
+RETAIN_SECONDS = 60
+
+
 def _table_conf(conf_dir, data: dict, compaction: dict) -> str:
     tables = conf_dir / "tables"
     tables.mkdir(exist_ok=True)
+    window = f"{RETAIN_SECONDS}s"  # a test table: below the 1h floors, so the test can see retention delete
     (tables / f"{data['pipeline']}.yaml").write_text(yaml.safe_dump({
         "table": data["pipeline"], "pipeline": f"../pipelines/{data['pipeline']}.yaml", "compaction": compaction,
-        "retention": {"retain": "24h", "min_retain": "24h", "orphan_older_than": "24h", "min_orphan_age": "1h"}}))
+        "retention": {"retain": window, "min_retain": window, "orphan_older_than": window, "min_orphan_age": window,
+                      "allow_short_windows": True}}))
     return data["pipeline"]
 
 
-@pytest.mark.heavy  # ~3 min of task processes; compaction itself is in test_maintenance's default tests
-def test_compact_dag_compacts_then_retain_dag_keeps_the_time_travel_window(airflow_db, pipeline_conf, conf_dir,
-                                                                           settings, spark):
+@pytest.mark.heavy  # ~5 min of task processes; compaction itself is in test_maintenance's default tests
+def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(airflow_db, pipeline_conf,
+                                                                              conf_dir, settings, spark):
     data = pipeline_dict("iceberg")
     data["source"]["max_offsets_per_trigger"] = 300  # many small files per day partition
     config = load_pipeline(pipeline_conf(data))
@@ -127,25 +135,54 @@ def test_compact_dag_compacts_then_retain_dag_keeps_the_time_travel_window(airfl
     before = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     answer = sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect())
 
-    run = _dag(f"lakeline_compact__{name}").test()
+    # A run whose data interval ends before every write decides as of that end: every partition was written
+    # after it, so each one is hot and nothing is compacted.
+    stale = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.datetime(2026, 1, 1, 0, 30, tz="UTC"))
+    states = {ti.task_id: ti.state for ti in stale.get_task_instances()}
+    assert stale.state == "success" and states["compact"] == "skipped", states
+    plan = stale.get_task_instance("decide").xcom_pull(task_ids="decide")
+    assert plan["partitions"] == [] and plan["interval"] == ["2025-12-31T23:30:00+00:00", "2026-01-01T00:30:00+00:00"]
+    assert len(plan["skipped_by_policy"]) >= 2 and all("hot" in s["reason"] for s in plan["skipped_by_policy"]), plan
+    assert spark.table(f"{config.iceberg_identifier(settings)}.files").count() == before
+
+    # The hour that has just ended holds every write: each partition went quiet in it and is compacted.
+    run = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == dict.fromkeys(["health_before", "decide", "needed", "compact", "health_after"], "success")
     plan = run.get_task_instance("decide").xcom_pull(task_ids="decide")
-    assert plan["dry_run"] and plan["partitions"], plan
+    assert plan["dry_run"] and plan["partitions"] and plan["from_interval"] == len(plan["partitions"]), plan
     after = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     assert after < before, (before, after)
+    after_compaction_removed = before - after
     assert sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect()) == answer
     health = run.get_task_instance("health_after").xcom_pull(task_ids="health_after")
     assert sum(p["files"] for p in health["partitions"]) == after
 
-    again = _dag(f"lakeline_compact__{name}").test()  # nothing left over threshold: compact is skipped
+    again = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))  # nothing left to do
     states = {ti.task_id: ti.state for ti in again.get_task_instances()}
     assert again.state == "success" and states["compact"] == "skipped" and states["health_after"] == "skipped"
+
+    # The stream goes on after the compaction; then, once everything before the compaction is older than the
+    # time-travel window, retention expires those snapshots and deletes the small files only they referenced.
+    produce(config, settings, 100, seed=64, echo=print)
+    _ingest(config, settings, spark)
+    ident = config.iceberg_identifier(settings)
+    compacted_ms = spark.sql(f"SELECT max(unix_millis(committed_at)) FROM {ident}.snapshots "
+                             "WHERE operation = 'replace'").first()[0]
+    snapshots = spark.table(f"{ident}.snapshots").count()
+    answer = sorted(spark.table(ident).select("event_id", "amount").collect())
+    wait = compacted_ms / 1000 + RETAIN_SECONDS + 2 - time.time()
+    if wait > 0:
+        time.sleep(wait)  # retention is about wall-clock age: let the window pass
 
     retained = _dag(f"lakeline_retain__{name}").test()
     assert retained.state == "success"
     report = retained.get_task_instance("retain").xcom_pull(task_ids="retain")
-    # everything is younger than the 24h window: nothing may be expired or deleted
-    assert report["dry_run"] is False and report["snapshots_expired"] == 0 and report["orphan_files"] == []
-    assert sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect()) == answer
+    assert report["dry_run"] is False and report["snapshots_expired"] >= 2, report
+    deleted_data_files = int(report["files_deleted"][0].split()[0])
+    assert deleted_data_files >= after_compaction_removed, report
+    assert spark.table(f"{ident}.snapshots").count() == snapshots - report["snapshots_expired"]
+    assert sorted(spark.table(ident).select("event_id", "amount").collect()) == answer
+    # The snapshot with the newest commit record survives: the stream resumes exactly.
+    assert reconcile(config, settings, spark).exact

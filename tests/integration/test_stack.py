@@ -61,7 +61,7 @@ def test_spark_writes_and_reads_delta_on_moto_s3(spark, settings):
 
 
 def test_iceberg_written_by_spark_is_read_by_pyiceberg(spark, settings):
-    from pyiceberg.catalog.sql import SqlCatalog
+    from ingest.adapters.analyst import iceberg_catalog
 
     name = f"smoke_{uuid.uuid4().hex[:6]}"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lakeline.smoke")
@@ -69,9 +69,6 @@ def test_iceberg_written_by_spark_is_read_by_pyiceberg(spark, settings):
     spark.range(25).selectExpr("id", "concat('row-', id) AS label").writeTo(f"lakeline.smoke.{name}").append()
     assert spark.table(f"lakeline.smoke.{name}").count() == 25
 
-    catalog = SqlCatalog(settings.iceberg_catalog_name, uri=settings.iceberg_catalog_uri, **{
-        "s3.endpoint": settings.s3_endpoint, "s3.access-key-id": settings.aws_access_key_id,
-        "s3.secret-access-key": settings.aws_secret_access_key, "s3.region": settings.aws_region})
-    table = catalog.load_table(f"smoke.{name}").scan().to_arrow()
+    table = iceberg_catalog(settings).load_table(f"smoke.{name}").scan().to_arrow()
     assert table.num_rows == 25
     assert sorted(table.column("label").to_pylist())[:2] == ["row-0", "row-1"]

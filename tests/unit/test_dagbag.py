@@ -23,7 +23,8 @@ started = time.monotonic()
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
-                  "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags}}))
+                  "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags},
+                  "pools": {d: {t.task_id: t.pool for t in bag.dags[d].tasks} for d in bag.dags}}))
 """
 
 
@@ -49,6 +50,11 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "health_after",
                                                                    "health_before", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
+    # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
+    pools = result["pools"]
+    assert pools["lakeline_compact__orders_iceberg"]["compact"] == pools["lakeline_retain__orders_iceberg"][
+        "retain"] == "lakeline_table__orders_iceberg" != pools["lakeline_compact__orders_delta"]["compact"]
+    assert pools["lakeline_compact__orders_iceberg"]["health_before"] == "default_pool"
     print(f"DAG folder parsed in {result['seconds']:.2f}s")
     assert result["seconds"] < 30
 
@@ -92,6 +98,28 @@ def test_spark_submit_launcher_needs_a_master():
 
     with pytest.raises(ConfigError, match="LAKELINE_SPARK_MASTER"):
         lakeline_command(["freshness"], {"LAKELINE_TASK_LAUNCHER": "spark-submit"})
+
+
+def test_run_interval_and_as_of_never_reach_into_the_future():
+    from datetime import UTC, datetime, timedelta
+
+    from maintenance.tasks import run_as_of, run_interval
+
+    class Lazy:  # Airflow passes some context values as lazy proxies
+        def __init__(self, value):
+            self.__wrapped__ = value
+
+    end = datetime(2026, 11, 22, 11, tzinfo=UTC)
+    start = end - timedelta(hours=1)
+    context = {"data_interval_start": Lazy(start), "data_interval_end": Lazy(end)}
+    assert run_interval(context) == (start.isoformat(), end.isoformat())
+    assert run_as_of(context) == end
+    assert run_interval({"data_interval_start": end, "data_interval_end": end}) is None  # zero-length interval
+    future = datetime.now(UTC) + timedelta(hours=3)  # a manual run given a future logical date
+    ahead = {"data_interval_start": future - timedelta(hours=1), "data_interval_end": future}
+    assert run_interval(ahead) is None and run_as_of(ahead) <= datetime.now(UTC)
+    straddling = {"data_interval_start": datetime.now(UTC) - timedelta(minutes=30), "data_interval_end": future}
+    assert datetime.fromisoformat(run_interval(straddling)[1]) <= datetime.now(UTC)
 
 
 def test_drill_run_id_is_stable_and_valid():

@@ -63,8 +63,17 @@ def test_missing_pipeline_file_is_explained(tmp_path):
 def test_retention_floors_are_enforced_at_load(tmp_path):
     with pytest.raises(ConfigError, match="retain 2h is shorter than min_retain 24h"):
         load_table(str(_table_file(tmp_path, retention={"retain": "2h"})))
-    with pytest.raises(ConfigError, match="min_orphan_age must be at least 1h"):
+    with pytest.raises(ConfigError, match="min_orphan_age must be at least 1h; or, for a dev/test table only, "
+                                          "set retention.allow_short_windows: true"):
         load_table(str(_table_file(tmp_path, retention={"min_orphan_age": "10m", "orphan_older_than": "10m"})))
+    short = load_table(str(_table_file(tmp_path, retention={
+        "retain": "30s", "min_retain": "30s", "orphan_older_than": "30s", "min_orphan_age": "30s",
+        "allow_short_windows": True})))
+    assert short.policy.retention.retain_delta.total_seconds() == 30
+    # the table file's own minimum still holds below the floors
+    with pytest.raises(ConfigError, match="retain 10s is shorter than min_retain 30s"):
+        load_table(str(_table_file(tmp_path, retention={"retain": "10s", "min_retain": "30s",
+                                                        "allow_short_windows": True})))
 
 
 def test_delta_refuses_plain_sort_and_both_layouts_are_exclusive(tmp_path):
@@ -121,6 +130,40 @@ def test_max_bytes_per_run_caps_the_plan_but_always_takes_one():
     assert "max_bytes_per_run 1GB reached" in plan.skipped[0].reason
     huge = decide(_health(_part("2026-11-20", 10, 10, size=200 * MB)), POLICY, NOW)
     assert huge.partitions == ["event_date=2026-11-20"]  # one oversized partition still makes progress
+
+
+def test_interval_takes_its_own_partitions_first_then_the_backlog():
+    # NOW is 12:00, hot window 1h. The run for [10:00, 11:00) decides as of 11:00; its own partitions went quiet
+    # in [09:00, 10:00) (quiet for a whole hot window by 11:00).
+    start, end = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
+    health = _health(_part("2026-11-17", 10, 10, age_hours=0.2),   # newest file 11:48: after the interval end
+                     _part("2026-11-18", 10, 10, age_hours=3.5),   # 08:30: backlog from before the interval
+                     _part("2026-11-19", 10, 10, age_hours=3.0),   # 09:00: went quiet in it (inclusive start)
+                     _part("2026-11-20", 10, 10, age_hours=2.5),   # 09:30: went quiet in it
+                     _part("2026-11-21", 10, 10, age_hours=1.9),   # 10:06: still hot at 11:00
+                     _part("2026-11-22", 1, 1, age_hours=9.0))     # under threshold
+    plan = decide(health, POLICY, end, interval=(start, end))
+    assert plan.partitions == ["event_date=2026-11-20", "event_date=2026-11-19", "event_date=2026-11-18"]
+    assert (plan.from_interval, plan.backlog) == (2, 1)
+    assert "went quiet in this interval" in plan.chosen[0].reason and "backlog" in plan.chosen[2].reason
+    reasons = {s.partition: s.reason for s in plan.skipped}
+    assert "hot" in reasons["event_date=2026-11-17"] and "hot" in reasons["event_date=2026-11-21"]
+    assert "min_small_files" in reasons["event_date=2026-11-22"]
+
+
+def test_a_byte_budget_never_leaves_a_settled_partition_behind():
+    # Two 600MB partitions go quiet in the same hour; the 1GB budget takes one. The next hour takes the other.
+    start, end = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
+    parts = [_part("2026-11-19", 10, 10, size=60 * MB, age_hours=2.5), _part("2026-11-20", 10, 10, size=60 * MB,
+                                                                             age_hours=2.5)]
+    first = decide(_health(*parts), POLICY, end, interval=(start, end))
+    assert first.partitions == ["event_date=2026-11-20"] and "max_bytes_per_run" in first.skipped[0].reason
+    compacted = [_part("2026-11-19", 10, 10, size=60 * MB, age_hours=2.5), _part("2026-11-20", 1, 1, age_hours=0.5)]
+    second = decide(_health(*compacted), POLICY, NOW, interval=(end, NOW))
+    assert second.partitions == ["event_date=2026-11-19"] and (second.from_interval, second.backlog) == (0, 1)
+    # A retry of the first run, after it compacted 11-20: that partition is now under threshold.
+    retry = decide(_health(*compacted), POLICY, end, interval=(start, end))
+    assert retry.partitions == ["event_date=2026-11-19"]
 
 
 def test_partition_filter_accepts_values_and_reports_unknown():

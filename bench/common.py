@@ -1,0 +1,60 @@
+"""What the benchmarks share: the sample pipeline they ingest with, the machine description and the results files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, UTC
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STACK = "local stack: KRaft broker, moto S3, Spark local[2]; all on this machine"
+
+
+def orders_pipeline(name: str, fmt: str, topic: str, max_offsets_per_trigger: int = 250_000):
+    """The sample orders pipeline (conf/pipelines/orders_delta.yaml's schema) on `topic`, into table `name`."""
+    import yaml
+
+    from infra.paths import REPO_ROOT
+    from ingest.config import PipelineConfig
+
+    template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
+    return PipelineConfig.model_validate({
+        "pipeline": name,
+        "source": {"kind": "kafka", "topics": [topic], "starting_offsets": "earliest",
+                   "max_offsets_per_trigger": max_offsets_per_trigger},
+        "schema": template["schema"],
+        "sink": {"format": fmt, "table": name, "namespace": "bench",
+                 "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
+    })
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal")))
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "memory_gib": round(mem_kb / 1024 / 1024, 1),
+            "python": platform.python_version(),
+            "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]}
+
+
+def document(name: str, argv: list[str] | None, results: list[dict], **fields) -> dict:
+    """The results document: which benchmark, when, the command as given, the machine and its load, the rows."""
+    command = f"python -m bench.{name} " + " ".join(argv if argv is not None else sys.argv[1:])
+    return {"benchmark": name, "at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command.strip(),
+            **fields, "machine": machine(), "load_average_at_end": os.getloadavg(), "results": results}
+
+
+def write(doc: dict, title: str, body: str) -> Path:
+    """results/<benchmark>-<date>.json and .md (title, command, machine, then `body`); returns the stem."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = RESULTS / f"{doc['benchmark']}-{doc['at'][:10]}"  # the run's UTC date
+    stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
+    stem.with_suffix(".md").write_text(f"# {title}, {doc['at']}\n\nCommand: `{doc['command']}` ({STACK})\n\n"
+                                       f"Machine: {doc['machine']}\n\n{body.rstrip()}\n")
+    print(f"written {stem}.json and .md")
+    return stem

@@ -1,0 +1,259 @@
+"""Commit-visible latency, open loop, into Delta: Lakeline vs plain Spark (built-in Delta sink) vs a Python consumer
+writing with delta-rs, one at a time against the same broker, S3 and load. Prints a table and writes
+bench/results/latency-<date>.{json,md}.
+
+    .venv/bin/python -m bench.latency --rates 5000 20000 --warmup 20 --seconds 60
+
+Per system and rate: a fresh topic and table; the system starts in its own process; bench.load (its own process)
+sends --warmup + --seconds of events at the rate, each stamped with its intended send time; the system drains;
+then it is stopped. Before the load, 100 priming records are sent and committed, so the JVM start and table
+creation are not in the figures (as in a long-running deployment). Latency per row = timestamp of the Delta
+commit that added the row's file (from the table's log) - intended send time, over rows sent after the warm-up.
+Also: commits and median gap between commits in the measured window, rows and distinct ids in the table vs sent
+(exactness of a steady run), and for Lakeline the medians of its per-batch breakdown (scan = read + decode,
+table = the table commit). At a trickle rate (20 msg/s) the median gap between commits is the fixed overhead of
+a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from bench.common import document, write
+from bench.delta_log import DeltaLogReader, percentiles, row_latencies
+
+SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
+PRIMING_RATE = 100  # records in the one-second priming load
+QUIET_SECONDS = 10  # no new commit for this long (and every record in) = drained
+READY_MARKERS = {"lakeline": "start:", "spark-delta": "READY", "delta-rs": "READY"}
+
+
+def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0
+           ) -> tuple[subprocess.Popen, Path]:
+    from infra.paths import REPO_ROOT
+
+    log = work / f"{system}-{attempt}.log"
+    if system == "lakeline":
+        template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
+        pipeline = work / "pipeline.yaml"
+        pipeline.write_text(yaml.safe_dump({
+            "pipeline": f"bench_latency_{topic}", "source": {"kind": "kafka", "topics": [topic],
+                                                            "starting_offsets": "earliest"},
+            "schema": template["schema"],
+            "sink": {"format": "delta", "table": topic, "location": location,
+                     "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
+            "checkpoint": {"location": location + "_checkpoint"},
+            "trigger": "processing-time=0ms"}, sort_keys=False))
+        command = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(pipeline)]
+    elif system == "spark-delta":
+        command = [sys.executable, "-m", "bench.peers.spark_delta", "--topic", topic, "--location", location,
+                   "--checkpoint", location + "_checkpoint"]
+    else:
+        command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location,
+                   "--group", f"bench-{topic}"]
+    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+                               env=env)
+    deadline = time.monotonic() + 240
+    while READY_MARKERS[system] not in log.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop(process)
+            raise RuntimeError(f"{system} did not start (see {log}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+    return process, log
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)  # the whole group: a Spark peer's JVM must not outlive the measurement
+    except ProcessLookupError:
+        pass  # the group is already gone
+
+
+def _stop(process: subprocess.Popen) -> None:
+    _signal_group(process, signal.SIGTERM)
+    try:
+        process.wait(120)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait(30)
+
+
+def _load(topic: str, rate: float, seconds: float, seed: int) -> dict:
+    load = subprocess.run([sys.executable, "-m", "bench.load", "--topic", topic, "--rate", str(rate),
+                           "--seconds", str(seconds), "--seed", str(seed)], capture_output=True, text=True,
+                          timeout=3600)
+    if load.returncode != 0:
+        raise RuntimeError(f"bench.load failed:\n{load.stderr[-3000:]}")
+    return json.loads(load.stdout.strip().splitlines()[-1])
+
+
+def _records(log: DeltaLogReader) -> tuple[int, int]:
+    """(records committed so far, newest version)."""
+    seen = log.commits()
+    return sum(c["records"] for c in seen), seen[-1]["version"] if seen else -1
+
+
+def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str,
+            kill_at: float | None = None) -> dict:
+    """One system at one rate. With `kill_at`, the system is killed (SIGKILL, its whole process group) that many
+    seconds into the load and restarted at once; the result then has the seconds from the kill to the first new
+    commit, and duplicates/missing."""
+    from ingest.adapters.kafka_admin import KafkaAdmin
+    from ingest.adapters.object_store import s3_client
+
+    topic = f"bench_{'recovery' if kill_at else 'latency'}_{run_id}_{system.replace('-', '_')}_{rate}"
+    KafkaAdmin(settings).ensure_topic(topic, 4)
+    # A bucket of its own per measurement: moto lists a bucket by scanning all of it, so a shared bucket would
+    # make each later system's log listings slower than the earlier ones'.
+    bucket = topic.replace("_", "-")
+    s3_client(settings).create_bucket(Bucket=bucket)
+    location = f"s3a://{bucket}/{topic}"
+    env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse"}
+    work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-{system}-"))
+    delta_log = DeltaLogReader(location, settings)
+    print(f"\n== {system} at {rate:,} msg/s: starting ...", flush=True)
+    process, log = _start(system, topic, location, work, env)
+    loader = None
+    try:
+        # Priming: the measured load starts only once the system has committed a first batch (JVM, session and
+        # table ready), as in a long-running deployment. These records are sent before the window.
+        primed = _load(topic, PRIMING_RATE, 1.0, seed=1)["sent"]
+        deadline = time.monotonic() + 300
+        while _records(delta_log)[0] < primed:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{system} did not commit the priming records (see {log}):\n"
+                                   f"{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        print(f"   primed; sending for {warmup + seconds:.0f}s ({warmup:.0f}s warm-up)", flush=True)
+        killed_ms = None
+        if kill_at is None:
+            sent = _load(topic, rate, warmup + seconds, seed=2)
+        else:
+            loader = subprocess.Popen([sys.executable, "-m", "bench.load", "--topic", topic, "--rate", str(rate),
+                                       "--seconds", str(warmup + seconds), "--seed", "2"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            time.sleep(kill_at)  # the fault lands at a wall-clock moment; the exact offset is reported below
+            _signal_group(process, signal.SIGKILL)
+            killed_ms = int(time.time() * 1000)
+            process.wait(60)
+            print(f"   kill -9 about {kill_at:.0f}s into the load; restarting", flush=True)
+            process, log = _start(system, topic, location, work, env, attempt=1)
+            out, err = loader.communicate(timeout=3600)
+            if loader.returncode != 0:
+                raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
+            sent = json.loads(out.strip().splitlines()[-1])
+        expected = primed + sent["sent"]
+        # Drained: at least `expected` records committed and no new commit for QUIET_SECONDS (an at-least-once
+        # peer that replays a batch reaches the count before its last distinct rows land).
+        drain_started = time.monotonic()
+        quiet_since, last_version = time.monotonic(), None
+        while True:
+            landed, version = _records(delta_log)
+            if version != last_version:
+                quiet_since, last_version = time.monotonic(), version
+            if landed >= expected and time.monotonic() - quiet_since >= QUIET_SECONDS:
+                break
+            if process.poll() is not None:
+                raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
+            if time.monotonic() - drain_started > 600:
+                break
+            time.sleep(1)
+        drain_seconds = time.monotonic() - drain_started
+    finally:
+        _stop(process)
+        if loader is not None and loader.poll() is None:
+            loader.kill()
+    since = sent["schedule_start_ms"] + int(warmup * 1000)
+    breakdown = _lakeline_batch_times(log.read_text()) if system == "lakeline" else {}
+    latencies, rows, distinct = row_latencies(location, settings, since, sent["schedule_end_ms"])
+    all_commits = delta_log.commits()
+    window = [c["timestamp_ms"] for c in all_commits
+              if c["files"] and c["timestamp_ms"] and since <= c["timestamp_ms"] < sent["schedule_end_ms"]]
+    gaps = [(b - a) / 1000 for a, b in zip(window, window[1:], strict=False)]
+    recovery = {}
+    if killed_ms is not None:
+        after = [c["timestamp_ms"] for c in all_commits
+                 if c["files"] and c["timestamp_ms"] and c["timestamp_ms"] > killed_ms]
+        recovery = {"kill_at_s": round((killed_ms - sent["schedule_start_ms"]) / 1000, 1),
+                    "recovery_s": round((after[0] - killed_ms) / 1000, 1) if after else None,
+                    "duplicates": rows - distinct, "missing": expected - distinct}
+    result = {"system": system, "rate": rate, **recovery,
+              **{f"latency_{k}": v for k, v in percentiles(latencies).items()},
+              "commits_in_window": len(window), "median_commit_gap_s": round(statistics.median(gaps), 3) if gaps
+              else None, "sent": expected, "rows": rows, "distinct_ids": distinct,
+              "exact": rows == distinct == expected,
+              "producer_worst_behind_s": sent["producer_worst_behind_s"], "landed_at_stop": landed,
+              "drain_seconds_incl_quiet": round(drain_seconds, 1), **breakdown}
+    print("   " + json.dumps(result), flush=True)
+    return result
+
+
+_BATCH = re.compile(r"took=([\d.]+)s(?: \(([^)]*)\))?")
+
+
+def _lakeline_batch_times(log: str) -> dict:
+    """Medians of Lakeline's own per-batch breakdown (`batch N: ... took=Xs (scan A, table B)`), after batch 0."""
+    batches = []
+    for match in list(_BATCH.finditer(log))[1:]:
+        phases = {"took": float(match.group(1))}
+        for part in (match.group(2) or "").split(", "):
+            if " " in part:
+                name, value = part.rsplit(" ", 1)
+                phases[name] = float(value)
+        batches.append(phases)
+    names = sorted({name for phases in batches for name in phases})
+    return {f"batch_{name}_median_s": round(statistics.median(p[name] for p in batches if name in p), 3)
+            for name in names}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--rates", nargs="+", type=int, default=[20, 5000, 20000],
+                        help="msg/s (default 20 5000 20000; at the trickle rate the median commit gap is the fixed "
+                             "overhead per batch)")
+    parser.add_argument("--warmup", type=float, default=20, help="seconds of load not measured (default 20)")
+    parser.add_argument("--seconds", type=float, default=60, help="measured seconds of load (default 60)")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    args = parser.parse_args(argv)
+
+    from infra import stack
+    from ingest.settings import load_settings
+
+    stack.up()
+    settings = load_settings()
+    run_id = uuid.uuid4().hex[:6]
+    results = [measure(system, rate, args.warmup, args.seconds, settings, run_id)
+               for rate in args.rates for system in args.systems]
+
+    doc = document("latency", argv, results, warmup_s=args.warmup, measured_s=args.seconds)
+    table = ["| system | rate msg/s | rows measured | p50 s | p95 s | p99 s | max s | commits | median gap s | "
+             "producer behind s | rows / sent | exact |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    table += [f"| {r['system']} | {r['rate']:,} | {r.get('latency_n', 0):,} | {r.get('latency_p50')} | "
+              f"{r.get('latency_p95')} | {r.get('latency_p99')} | {r.get('latency_max')} | {r['commits_in_window']} | "
+              f"{r['median_commit_gap_s']} | {r['producer_worst_behind_s']} | {r['rows']:,} / {r['sent']:,} | "
+              f"{r['exact']} |" for r in results]
+    print("\n".join(table))
+    if not args.no_write:
+        write(doc, "Commit-visible latency into Delta",
+              f"One system at a time. Latency = Delta commit timestamp - intended send time, rows sent after the "
+              f"{args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table))
+    return 0 if all(r["exact"] for r in results) else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""Open-loop load: sample order events at a fixed rate, each stamped with its *intended* send time.
+
+    .venv/bin/python -m bench.load --topic T --rate 5000 --seconds 80
+
+`event_time` of record i is t0 + i/rate (ms precision), whether or not the producer keeps up, so a stall anywhere
+shows up as latency instead of silently lowering the load (no coordinated omission). Runs as its own process so
+it never shares a GIL with the system under test. Prints one JSON line: sent, seconds, the schedule start and
+end (epoch ms) and how far the producer itself fell behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from datetime import datetime, UTC
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--rate", type=float, required=True, help="records per second")
+    parser.add_argument("--seconds", type=float, required=True, help="how long to send")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+
+    from confluent_kafka import Producer
+
+    from ingest.adapters.kafka_admin import librdkafka_config
+    from ingest.produce import good_event
+    from ingest.settings import load_settings
+
+    settings = load_settings()
+    producer = Producer({**librdkafka_config(settings), "linger.ms": 5, "batch.size": 1_000_000,
+                         "compression.type": "lz4", "acks": "all", "enable.idempotence": True})
+    rng = random.Random(args.seed)
+    errors: list[str] = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    total = int(args.rate * args.seconds)
+    start_wall = time.time()
+    start_mono = time.monotonic()
+    worst_behind = 0.0
+    for i in range(total):
+        due = i / args.rate
+        ahead = due - (time.monotonic() - start_mono)
+        if ahead > 0.001:
+            time.sleep(ahead)
+        else:
+            worst_behind = max(worst_behind, -ahead)
+        intended = start_wall + due
+        event = good_event(rng, datetime.now(UTC))
+        stamp = datetime.fromtimestamp(intended, UTC)
+        event["event_time"] = stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+        payload = json.dumps(event, separators=(",", ":")).encode()
+        while True:
+            try:
+                producer.produce(args.topic, value=payload, key=event["customer_id"].encode(), on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    print(json.dumps({"sent": total - remaining - len(errors), "errors": len(errors) + remaining,
+                      "seconds": round(time.monotonic() - start_mono, 2), "rate": args.rate,
+                      "schedule_start_ms": int(start_wall * 1000),
+                      "schedule_end_ms": int((start_wall + total / args.rate) * 1000),
+                      "producer_worst_behind_s": round(worst_behind, 3)}), flush=True)
+    return 0 if not errors and not remaining else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
