@@ -14,8 +14,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 STACK = "local stack: KRaft broker, moto S3, Spark local[2]; all on this machine"
 
 
-def orders_pipeline(name: str, fmt: str, topic: str, max_offsets_per_trigger: int = 250_000):
-    """The sample orders pipeline (conf/pipelines/orders_delta.yaml's schema) on `topic`, into table `name`."""
+def orders_pipeline(name: str, fmt: str, topic: str, max_offsets_per_trigger: int = 250_000,
+                    source: str = "kafka"):
+    """The sample orders pipeline (conf/pipelines/orders_delta.yaml's schema) on `topic` (a Kafka topic, or with
+    source="kinesis" a Kinesis stream), into table `name`."""
     import yaml
 
     from infra.paths import REPO_ROOT
@@ -24,8 +26,9 @@ def orders_pipeline(name: str, fmt: str, topic: str, max_offsets_per_trigger: in
     template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
     return PipelineConfig.model_validate({
         "pipeline": name,
-        "source": {"kind": "kafka", "topics": [topic], "starting_offsets": "earliest",
-                   "max_offsets_per_trigger": max_offsets_per_trigger},
+        "source": ({"kind": "kafka", "topics": [topic], "starting_offsets": "earliest",
+                    "max_offsets_per_trigger": max_offsets_per_trigger} if source == "kafka" else
+                   {"kind": "kinesis", "stream": topic, "max_records_per_batch": max_offsets_per_trigger}),
         "schema": template["schema"],
         "sink": {"format": fmt, "table": name, "namespace": "bench",
                  "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
@@ -42,9 +45,10 @@ def machine() -> dict:
             "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]}
 
 
-def document(name: str, argv: list[str] | None, results: list[dict], **fields) -> dict:
-    """The results document: which benchmark, when, the command as given, the machine and its load, the rows."""
-    command = f"python -m bench.{name} " + " ".join(argv if argv is not None else sys.argv[1:])
+def document(name: str, argv: list[str] | None, results: list[dict], module: str | None = None, **fields) -> dict:
+    """The results document: which benchmark, when, the command as given, the machine and its load, the rows.
+    `module` is the bench module when it is not `name` (one module writing several kinds of results)."""
+    command = f"python -m bench.{module or name} " + " ".join(argv if argv is not None else sys.argv[1:])
     return {"benchmark": name, "at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command.strip(),
             **fields, "machine": machine(), "load_average_at_end": os.getloadavg(), "results": results}
 
