@@ -202,18 +202,33 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
 
 
 _BATCH = re.compile(r"took=([\d.]+)s(?: \(([^)]*)\))?")
+_SPARK = re.compile(r"spark\(trigger ([\d.]+): ([^)]*)\)")
+
+
+def _phases_of(text: str, prefix: str = "") -> dict[str, float]:
+    out = {}
+    for part in text.split(", "):
+        if " " in part:
+            name, value = part.rsplit(" ", 1)
+            out[prefix + name] = float(value)
+    return out
 
 
 def _lakeline_batch_times(log: str) -> dict:
-    """Medians of Lakeline's own per-batch breakdown (`batch N: ... took=Xs (scan A, table B)`), after batch 0."""
+    """Medians of Lakeline's own per-batch breakdown (`batch N: ... took=Xs (scan A, table B)`) and of Spark's
+    phases of the same batch (`spark(trigger T: offsets A, wal B, plan C, batch D, commit E)`), after batch 0."""
     batches = []
-    for match in list(_BATCH.finditer(log))[1:]:
-        phases = {"took": float(match.group(1))}
-        for part in (match.group(2) or "").split(", "):
-            if " " in part:
-                name, value = part.rsplit(" ", 1)
-                phases[name] = float(value)
+    for line in log.splitlines():
+        match = _BATCH.search(line)
+        if not match or " batch " not in line:
+            continue
+        phases = {"took": float(match.group(1)), **_phases_of(match.group(2) or "")}
+        spark = _SPARK.search(line)
+        if spark:
+            phases["spark_trigger"] = float(spark.group(1))
+            phases.update(_phases_of(spark.group(2), "spark_"))
         batches.append(phases)
+    batches = batches[1:]
     names = sorted({name for phases in batches for name in phases})
     return {f"batch_{name}_median_s": round(statistics.median(p[name] for p in batches if name in p), 3)
             for name in names}

@@ -40,6 +40,8 @@ class Settings(BaseModel):
     iceberg_catalog_uri: str | None = None
     spark_master: str = "local[2]"
     spark_jars_dir: str | None = None
+    # Extra Spark properties, applied over Lakeline's defaults (LAKELINE_SPARK_CONF, a JSON object).
+    spark_conf: dict[str, str] = {}
     python: str = sys.executable
 
     def require(self, field: str, env_var: str, purpose: str) -> str:
@@ -108,6 +110,7 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         key[len(KAFKA_OPTION_PREFIX):].lower().replace("_", "."): value
         for key, value in env.items() if key.startswith(KAFKA_OPTION_PREFIX)
     }
+    spark_conf = _spark_conf(env.get("LAKELINE_SPARK_CONF") or "")
     path_style = env.get("LAKELINE_S3_PATH_STYLE", "true").lower()
     if path_style not in ("true", "false"):
         raise ConfigError(f"LAKELINE_S3_PATH_STYLE={path_style!r}: use true or false.")
@@ -126,4 +129,22 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         iceberg_catalog_uri=env.get("LAKELINE_ICEBERG_CATALOG_URI") or None,
         spark_master=env.get("LAKELINE_SPARK_MASTER") or "local[2]",
         spark_jars_dir=env.get("LAKELINE_SPARK_JARS_DIR") or None,
+        spark_conf=spark_conf,
     )
+
+
+def _spark_conf(text: str) -> dict[str, str]:
+    """LAKELINE_SPARK_CONF: a JSON object of Spark properties, e.g. {"spark.sql.shuffle.partitions": "8"}."""
+    import json
+
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"LAKELINE_SPARK_CONF is not valid JSON ({exc.msg} at position {exc.pos}); use an object "
+                          'such as {"spark.sql.shuffle.partitions": "8"}.') from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and k.startswith("spark.") for k in data):
+        raise ConfigError('LAKELINE_SPARK_CONF must be a JSON object of Spark properties whose keys start with '
+                          '"spark.", e.g. {"spark.sql.shuffle.partitions": "8"}.')
+    return {key: str(value).lower() if isinstance(value, bool) else str(value) for key, value in data.items()}

@@ -111,6 +111,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         })
         if settings.warehouse:
             conf[f"{prefix}.warehouse"] = settings.warehouse
+    conf.update(settings.spark_conf)  # the operator's LAKELINE_SPARK_CONF wins over the defaults above
     conf.update(extra or {})
     return conf
 

@@ -59,3 +59,25 @@ def test_split_s3_uri():
     assert split_s3_uri("s3://bucket/k") == ("bucket", "k")
     with pytest.raises(ValueError, match="not an s3"):
         split_s3_uri("/local/path")
+
+
+def test_operator_spark_conf_overrides_the_defaults(jars, tmp_path):
+    from ingest.settings import load_settings
+
+    (tmp_path / "empty.env").write_text("")
+    settings = load_settings({"LAKELINE_SPARK_CONF": '{"spark.sql.shuffle.partitions": 8, '
+                                                     '"spark.sql.adaptive.enabled": false}',
+                              "LAKELINE_SPARK_JARS_DIR": str(jars), "LAKELINE_ENV_FILE": str(tmp_path / "empty.env")})
+    conf = spark_conf(settings, "t")
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.sql.adaptive.enabled"] == "false"
+
+
+@pytest.mark.parametrize("value,names", [("{not json", "not valid JSON"), ('["spark.x"]', "JSON object"),
+                                         ('{"sql.shuffle.partitions": "8"}', 'start with "spark."')])
+def test_bad_operator_spark_conf_names_the_variable(value, names, tmp_path):
+    from ingest.settings import load_settings
+
+    (tmp_path / "empty.env").write_text("")
+    with pytest.raises(ConfigError, match=f"LAKELINE_SPARK_CONF.*{names}"):
+        load_settings({"LAKELINE_SPARK_CONF": value, "LAKELINE_ENV_FILE": str(tmp_path / "empty.env")})
