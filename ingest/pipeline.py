@@ -39,6 +39,13 @@ HEARTBEAT_STALE_SECONDS = 60.0
 HEARTBEAT_FILE = "_lakeline/heartbeat"
 
 
+# Consumer properties Lakeline sets on Spark's Kafka source unless the pipeline's source.options say otherwise.
+# fetch.max.wait.ms: a micro-batch's range nearly always ends at the log end, and each partition's task then makes
+# one more fetch that the broker holds for fetch.max.wait.ms (default 500 ms) waiting for data that is not part of
+# the batch. With 2 tasks per core that cost 1 s per batch at trickle rates (bench/results/tuning-2026-11-22.md).
+KAFKA_SOURCE_DEFAULTS = {"fetch.max.wait.ms": "10"}
+
+
 @dataclass
 class BatchReport:
     batch_id: int
@@ -175,7 +182,7 @@ class Pipeline:
         if src.kind == "kinesis":
             return self._kinesis_source(plan)
         reader = self.spark.readStream.format("kafka")
-        for key, value in {**client_config(self.settings), **src.options}.items():
+        for key, value in {**KAFKA_SOURCE_DEFAULTS, **client_config(self.settings), **src.options}.items():
             reader = reader.option(f"kafka.{key}", value)
         if src.topics:
             reader = reader.option("subscribe", ",".join(src.topics))
