@@ -234,6 +234,36 @@ def _lakeline_batch_times(log: str) -> dict:
             for name in names}
 
 
+def plot_latency(path: str | Path, results: list[dict]) -> None:
+    """PNG: one panel per rate, p50/p95/p99 bars per system on a log scale, with the issue's targets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = sorted({r["rate"] for r in results})
+    systems = list(dict.fromkeys(r["system"] for r in results))
+    fig, axes = plt.subplots(1, len(rates), figsize=(4.5 * len(rates), 4), squeeze=False, sharey=True)
+    colors = {"latency_p50": "#4477aa", "latency_p95": "#66ccee", "latency_p99": "#ee6677"}
+    for ax, rate in zip(axes[0], rates, strict=True):
+        rows = {r["system"]: r for r in results if r["rate"] == rate}
+        for i, (key, color) in enumerate(colors.items()):
+            ax.bar([j + (i - 1) * 0.27 for j in range(len(systems))],
+                   [rows.get(system, {}).get(key) or 0 for system in systems], width=0.27, color=color,
+                   label=key.split("_")[1])
+        ax.axhline(1.0, color="#228833", linestyle="--", linewidth=1, label="target p50 1.0 s")
+        ax.axhline(2.5, color="#cc3311", linestyle="--", linewidth=1, label="target p99 2.5 s")
+        ax.set_xticks(range(len(systems)), systems)
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.3)
+        ax.set_title(f"{rate:,} msg/s")
+    axes[0][0].set_ylabel("commit-visible latency (s, log scale)")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
@@ -243,7 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=20, help="seconds of load not measured (default 20)")
     parser.add_argument("--seconds", type=float, default=60, help="measured seconds of load (default 60)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    parser.add_argument("--plot-from", metavar="JSON", help="only draw the PNG of an earlier results JSON, then exit")
     args = parser.parse_args(argv)
+    if args.plot_from:
+        target = Path(args.plot_from).with_suffix(".png")
+        plot_latency(target, json.loads(Path(args.plot_from).read_text())["results"])
+        print(f"written {target}")
+        return 0
 
     from infra import stack
     from ingest.settings import load_settings
@@ -264,9 +300,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['exact']} |" for r in results]
     print("\n".join(table))
     if not args.no_write:
-        write(doc, "Commit-visible latency into Delta",
-              f"One system at a time. Latency = Delta commit timestamp - intended send time, rows sent after the "
-              f"{args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table))
+        stem = write(doc, "Commit-visible latency into Delta",
+                     f"One system at a time. Latency = Delta commit timestamp - intended send time, rows sent after "
+                     f"the {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table)
+                     + f"\n\n![latency by system and rate]({doc['benchmark']}-{doc['at'][:10]}.png)\n")
+        plot_latency(f"{stem}.png", results)
     return 0 if all(r["exact"] for r in results) else 3
 
 

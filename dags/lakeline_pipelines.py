@@ -2,7 +2,7 @@
 
 - lakeline_checkpoint_backup__<pipeline>: every 15 minutes, back up the checkpoint (keeps checkpoint.keep_backups),
   then verify the new backup.
-- lakeline_drill__<pipeline>: weekly recovery drill; setup (clear leftovers of this run) -> drill -> teardown
+- lakeline_drill__<pipeline> (Kafka sources): weekly recovery drill; setup (clear leftovers of this run) -> drill -> teardown
   (always runs). The run fails when a scenario fails; the report is an XCom and in the log.
 - lakeline_freshness: every 10 minutes, each pipeline's table against its `freshness:` SLA, judged as of the
   run's data interval end; fails (alerts) when any is stale.
@@ -30,9 +30,14 @@ DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minu
                 "retry_exponential_backoff": True}
 
 
-def pipeline_files() -> dict[str, str]:
-    """pipeline name -> YAML path, for every valid pipeline file (an invalid one fails the import, naming it)."""
-    return {load_pipeline(path).pipeline: str(path) for path in sorted((CONF_DIR / "pipelines").glob("*.yaml"))}
+def pipeline_configs() -> dict[str, tuple[str, str]]:
+    """pipeline name -> (YAML path, source kind), for every valid pipeline file (an invalid one fails the import,
+    naming it)."""
+    out = {}
+    for path in sorted((CONF_DIR / "pipelines").glob("*.yaml")):
+        config = load_pipeline(path)
+        out[config.pipeline] = (str(path), config.source.kind)
+    return out
 
 
 def backup_dag(name: str, path: str):
@@ -107,9 +112,11 @@ def freshness_dag(pipelines: dict[str, str]):
     return freshness()
 
 
-PIPELINES = pipeline_files()
-for _name, _path in PIPELINES.items():
+_CONFIGS = pipeline_configs()
+PIPELINES = {name: path for name, (path, _kind) in _CONFIGS.items()}
+for _name, (_path, _kind) in _CONFIGS.items():
     backup_dag(_name, _path)
-    drill_dag(_name, _path)
+    if _kind == "kafka":  # drills copy the pipeline onto a drill topic: Kafka sources only so far
+        drill_dag(_name, _path)
 if PIPELINES:
     freshness_dag(PIPELINES)

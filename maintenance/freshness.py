@@ -3,10 +3,15 @@
 A table is stale when records are waiting in the source and its newest commit is older than `max_staleness`, or
 when more than `max_lag_records` are waiting. An idle source with everything ingested is fresh however old the
 last commit is. `as_of` is the moment judged (the Airflow run passes its data interval end).
+
+Kafka lag comes from the partition watermarks. Kinesis has no such count: the check reads each shard from the
+table's recorded position and counts the records behind it, up to KINESIS_LAG_SCAN_LIMIT in all; past that the
+lag is reported as "at least" (still enough to judge a max_lag_records below the limit).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -18,6 +23,10 @@ from ingest.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from ingest.sources.kinesis_offsets import ShardInfo
+
+KINESIS_LAG_SCAN_LIMIT = 100_000
 
 
 @dataclass
@@ -31,6 +40,7 @@ class FreshnessReport:
     max_lag_records: int | None
     ok: bool
     problems: list[str] = field(default_factory=list)
+    lag_exact: bool = True  # False: lag_records is a lower bound (Kinesis, scan limit reached)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,19 +51,46 @@ def source_lag(table_end: Offsets, watermarks: dict[tuple[str, int], tuple[int, 
     return sum(max(0, high - max(low, table_end.get(part, low))) for part, (low, high) in watermarks.items())
 
 
-def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, as_of: datetime) -> FreshnessReport:
-    """Pure SLA check."""
+def kinesis_lag(stream: str, shards: "list[ShardInfo]", table_end: Offsets, starting_position: str,
+                pages: Callable[[str, str, int], Iterable[list]], limit: int = KINESIS_LAG_SCAN_LIMIT
+                ) -> tuple[int, bool]:
+    """(records behind the table's end over all shards, exact?). `pages(shard_id, position, budget)` yields record
+    pages from a shard position to its tip. A shard the table has never seen counts from where the pipeline would
+    start it (a child of a known shard, or TRIM_HORIZON: all of it; LATEST: nothing)."""
+    from ingest.sources import kinesis_offsets as ko
+
+    listed = {s.shard_id for s in shards}
+    count = 0
+    for shard in shards:
+        end = table_end.get((stream, shard.shard_id))
+        if end is not None:
+            position = ko.after(end - 1)
+        elif not any(p in listed for p in shard.parents) and starting_position == "LATEST":
+            continue
+        else:
+            position = ko.initial_position(shard, starting_position, listed, 0.0)
+        for page in pages(shard.shard_id, position, limit - count):
+            count += len(page)
+            if count >= limit:
+                return count, False
+    return count, True
+
+
+def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, as_of: datetime,
+             lag_exact: bool = True) -> FreshnessReport:
+    """Pure SLA check. With lag_exact False, `lag` is a lower bound of the records waiting."""
     sla = config.freshness
     limit = parse_duration(sla.max_staleness)
     staleness = None if last_commit_at is None else max(0.0, (as_of - last_commit_at).total_seconds())
     problems = []
+    waiting = f"{'' if lag_exact else 'at least '}{lag:,}"
     if lag > 0 and (staleness is None or staleness > limit):
         since = "no commit yet" if staleness is None else f"newest commit {staleness:,.0f}s old"
-        problems.append(f"{lag:,} records waiting and {since} (limit {sla.max_staleness})")
+        problems.append(f"{waiting} records waiting and {since} (limit {sla.max_staleness})")
     if sla.max_lag_records is not None and lag > sla.max_lag_records:
-        problems.append(f"source lag {lag:,} records > max_lag_records {sla.max_lag_records:,}")
+        problems.append(f"source lag {waiting} records > max_lag_records {sla.max_lag_records:,}")
     return FreshnessReport(config.pipeline, as_of.isoformat(), last_commit_at.isoformat() if last_commit_at else None,
-                           staleness, lag, limit, sla.max_lag_records, not problems, problems)
+                           staleness, lag, limit, sla.max_lag_records, not problems, problems, lag_exact)
 
 
 def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_of: datetime) -> FreshnessReport:
@@ -63,15 +100,28 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_
     from ingest.adapters.kafka_admin import KafkaAdmin
     from ingest.sinks import sinks_for
 
-    if config.source.kind != "kafka":
-        raise ConfigError(f"pipeline {config.pipeline}: freshness checks support Kafka sources only so far")
     main, _ = sinks_for(spark, config, settings)
     try:
         record = main.last_commit()
     except AnalysisException:  # the table does not exist yet: nothing ingested
         record = None
+    last_at = main.last_commit_time() if record else None
+    if config.source.kind == "kinesis":
+        from ingest.adapters.kinesis import KinesisClient, client_options
+
+        client, stream = KinesisClient(client_options(settings)), config.source.stream
+
+        def pages(shard_id: str, position: str, budget: int):
+            for records, _ended, _caught_up in client.pages(stream, shard_id, position, page_limit=budget):
+                yield records
+
+        lag, exact = kinesis_lag(stream, client.list_shards(stream), dict(record.end) if record else {},
+                                 config.source.reader_starting_position, pages)
+        return evaluate(config, last_at, lag, as_of, lag_exact=exact)
+    if config.source.kind != "kafka":
+        raise ConfigError(f"pipeline {config.pipeline}: freshness checks support Kafka and Kinesis sources")
     admin = KafkaAdmin(settings)
     topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
     watermarks = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
     lag = source_lag(dict(record.end) if record else {}, watermarks)
-    return evaluate(config, main.last_commit_time() if record else None, lag, as_of)
+    return evaluate(config, last_at, lag, as_of)

@@ -63,6 +63,8 @@ def test_adding_a_pipeline_file_adds_its_dags(tmp_path):
     (tmp_path / "pipelines").mkdir()
     source = (REPO / "conf" / "pipelines" / "orders_delta.yaml").read_text()
     (tmp_path / "pipelines" / "clicks.yaml").write_text(source.replace("pipeline: orders_delta", "pipeline: clicks"))
+    kinesis = (REPO / "conf" / "examples" / "orders_kinesis_delta.yaml").read_text()
+    (tmp_path / "pipelines" / "taps.yaml").write_text(kinesis.replace("pipeline: orders_kinesis", "pipeline: taps"))
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "clicks.yaml").write_text("table: clicks\npipeline: ../pipelines/clicks.yaml\n")
     result = _parse(tmp_path)
@@ -70,6 +72,8 @@ def test_adding_a_pipeline_file_adds_its_dags(tmp_path):
     assert {"lakeline_checkpoint_backup__clicks", "lakeline_drill__clicks", "lakeline_freshness",
             "lakeline_compact__clicks", "lakeline_retain__clicks"} <= set(result["dags"])
     assert not [d for d in result["dags"] if d.endswith("orders_delta")]
+    # A Kinesis pipeline gets checkpoint backups and freshness; drills copy onto a Kafka topic, so none for it.
+    assert "lakeline_checkpoint_backup__taps" in result["dags"] and "lakeline_drill__taps" not in result["dags"]
 
 
 def test_an_invalid_pipeline_file_is_an_import_error_naming_file_and_key(tmp_path):
