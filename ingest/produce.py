@@ -90,8 +90,6 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
     topic = source_topic(config)
     if KafkaAdmin(settings).ensure_topic(topic, partitions):
         echo(f"created topic {topic} ({partitions} partitions)")
-    rng = random.Random(seed)
-    base = datetime.now(UTC).replace(microsecond=0)
     producer = Producer({**librdkafka_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "enable.idempotence": True, "acks": "all"})
     result = ProduceResult(topic, count)
@@ -106,20 +104,10 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
 
     started = time.monotonic()
     next_report = started + 5
-    max_bytes = config.record_schema.max_record_bytes
-    for i in range(count):
-        event = good_event(rng, base)
-        if bad_ratio and rng.random() < bad_ratio:
-            kind = BAD_KINDS[sum(result.bad.values()) % len(BAD_KINDS)]
-            result.bad[kind] = result.bad.get(kind, 0) + 1
-            payload = bad_payload(kind, event, max_bytes)
-        else:
-            if rng.random() < 0.02:
-                event["coupon"] = f"SAVE{rng.randint(5, 30)}"  # undeclared field -> _rescued_data
-            payload = json.dumps(event, separators=(",", ":")).encode()
+    for i, (key, payload) in enumerate(_payloads(config, count, bad_ratio, seed, result)):
         while True:
             try:
-                producer.produce(topic, value=payload, key=event["customer_id"].encode(), on_delivery=delivered)
+                producer.produce(topic, value=payload, key=key.encode(), on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.05)
