@@ -115,8 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Stale when records are waiting in the source and the table's newest "
                                        "commit is older than freshness.max_staleness, or when more than "
                                        "freshness.max_lag_records are waiting (both from the pipeline YAML). An "
-                                       f"idle, fully ingested source is fresh. Exit code {EXIT_NOT_EXACT} when "
-                                       "breached.")
+                                       f"idle, fully ingested source is fresh. Kafka lag comes from the partition "
+                                       "watermarks; Kinesis lag is counted by reading each shard from the table's "
+                                       "recorded end, up to 100,000 records (beyond that: 'at least'). Exit code "
+                                       f"{EXIT_NOT_EXACT} when breached.")
     _pipeline_arg(fresh)
     fresh.add_argument("--as-of", metavar="ISO-8601", help="the moment judged (default: now); Airflow passes the "
                                                             "run's data interval end")
@@ -325,8 +327,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.output == "json":
             print(json.dumps(report.to_json(), indent=2))
         else:
+            lag = f"{'' if report.lag_exact else 'at least '}{report.lag_records:,}"
             print(f"{report.pipeline}: {'FRESH' if report.ok else 'STALE'} as of {report.as_of}; newest commit "
-                  f"{report.last_commit_at or 'none'}, lag {report.lag_records:,} records")
+                  f"{report.last_commit_at or 'none'}, lag {lag} records")
             for problem in report.problems:
                 print(f"  ! {problem}")
         return 0 if report.ok else EXIT_NOT_EXACT
