@@ -53,12 +53,12 @@ def document(name: str, argv: list[str] | None, results: list[dict], module: str
             **fields, "machine": machine(), "load_average_at_end": os.getloadavg(), "results": results}
 
 
-def write(doc: dict, title: str, body: str) -> Path:
+def write(doc: dict, title: str, body: str, stack: str = STACK) -> Path:
     """results/<benchmark>-<date>.json and .md (title, command, machine, then `body`); returns the stem."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / f"{doc['benchmark']}-{doc['at'][:10]}"  # the run's UTC date
     stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(f"# {title}, {doc['at']}\n\nCommand: `{doc['command']}` ({STACK})\n\n"
+    stem.with_suffix(".md").write_text(f"# {title}, {doc['at']}\n\nCommand: `{doc['command']}` ({stack})\n\n"
                                        f"Machine: {doc['machine']}\n\n{body.rstrip()}\n")
     print(f"written {stem}.json and .md")
     return stem

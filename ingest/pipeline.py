@@ -228,12 +228,14 @@ class Pipeline:
         raw = kinesis_coordinates(batch) if self.config.source.kind == "kinesis" else kafka_coordinates(batch)
         decoded = decode(raw, self.config.record_schema).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
-            cover = decoded.groupBy(coords.source, coords.partition).agg(
-                F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
-                F.sum((good & is_new(self._main_end, coords)).cast("long")).alias("rows"),
-                F.sum((bad & is_new(self._dlq_end, coords)).cast("long")).alias("dead"),
-            ).collect()
+            cover = _cover(decoded, coords, {}, {})
+            # The common case: the batch starts at or past both tables' ends, so nothing in it is held yet and
+            # the per-record offset filter is skipped. After a crash between the two commits the replayed batch
+            # overlaps a table: count again with the filter.
+            fresh = all(int(r["first"]) >= max(self._main_end.get((r[0], r[1]), -1),
+                                               self._dlq_end.get((r[0], r[1]), -1)) for r in cover)
+            if not fresh:
+                cover = _cover(decoded, coords, self._main_end, self._dlq_end)
             # The range each table newly covers starts where it left off (a replayed prefix is filtered out).
             # Positions are ints here (Kinesis: the padded sequence strings parsed back).
             # Kinesis sequence numbers are not contiguous: the range a Kinesis batch covers starts at the table's
@@ -248,7 +250,8 @@ class Pipeline:
             if dead:
                 dlq_end = _advance(self._dlq_end, batch_end)
                 record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, dlq_end, 0, dead)
-                frame = dead_letter_rows(decoded, ingested_at, coords).filter(is_new(self._dlq_end, coords))
+                frame = dead_letter_rows(decoded, ingested_at, coords)
+                frame = frame if fresh else frame.filter(is_new(self._dlq_end, coords))
                 mark = time.monotonic()
                 self._commit(self.dead, frame, record)
                 self._dlq_end = dlq_end
@@ -256,7 +259,8 @@ class Pipeline:
                 _maybe_crash("after-dlq-commit", batch_id)
             main_end = _advance(self._main_end, batch_end)
             record = CommitRecord(self.config.pipeline, self.lineage, batch_id, start, main_end, rows, dead)
-            frame = table_rows(decoded, self.config, ingested_at).filter(is_new(self._main_end, coords))
+            frame = table_rows(decoded, self.config, ingested_at)
+            frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
             mark = time.monotonic()
             self._commit(self.main, frame, record)
             self._main_end, self._last = main_end, record
@@ -376,6 +380,21 @@ class Pipeline:
                 signal.signal(sig, handler)
         self.summary.batches = [self._reports[k] for k in sorted(self._reports)]
         return self.summary
+
+
+def _cover(decoded: "DataFrame", coords, main_end: Offsets, dlq_end: Offsets) -> list:
+    """Per (source, partition): first and last position, and the good / bad records past each table's end
+    (every record, when the ends are empty)."""
+    from pyspark.sql import functions as F
+
+    from ingest.transforms import is_new
+
+    good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
+    return decoded.groupBy(coords.source, coords.partition).agg(
+        F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
+        F.sum((good & is_new(main_end, coords)).cast("long")).alias("rows"),
+        F.sum((bad & is_new(dlq_end, coords)).cast("long")).alias("dead"),
+    ).collect()
 
 
 def _maybe_crash(point: str, batch_id: int) -> None:

@@ -157,19 +157,34 @@ def _names_where(conditions: list[tuple[str, Column]]) -> Column:
 
 def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     """Parse `_raw` as JSON against `schema`. Adds the typed fields, `_rescued_data` (undeclared fields as JSON),
-    and `_error` / `_error_detail` (null for good records). Never drops a record."""
+    and `_error` / `_error_detail` (null for good records). Never drops a record.
+
+    Every record gets the typed parse and its top-level key list. A record is clean when its keys are exactly
+    declared fields, each present one typed non-null, each absent one optional: most records, and for them the
+    typed parse is the answer. Only the others are parsed a second time as a string map, which tells a missing
+    field from a null, names the mismatched fields and keeps the undeclared ones (bench.decode: 7.7 -> 4.6 us
+    per record against always parsing twice)."""
     text = F.col("_raw").cast("string")
     # Built in stages, each referring to the previous stage's columns: one big nested expression would be
     # re-optimised by Catalyst for every action of every micro-batch.
-    parsed = raw.select("*", F.from_json(text, "map<string,string>").alias("__map"),
-                        F.from_json(text, record_struct(schema)).alias("__typed"),
+    parsed = raw.select("*", F.from_json(text, record_struct(schema)).alias("__typed"),
+                        F.json_object_keys(text).alias("__keys"),
                         F.length(F.col("_raw")).alias("__size"), F.is_valid_utf8(text).alias("__utf8"))
+    keys, typed = F.col("__keys"), F.col("__typed")
+    has = {f.name: F.array_contains(keys, f.name) for f in schema.fields}
+    field_ok = [typed.getField(f.name).isNotNull() | (F.lit(not f.required) & ~has[f.name]) for f in schema.fields]
+    declared_present = reduce(lambda a, b: a + b, [has[f.name].cast("int") for f in schema.fields])
+    clean = keys.isNotNull() & (F.size(keys) == declared_present) & reduce(lambda a, b: a & b, field_ok)
+    staged = parsed.select("*", clean.alias("__clean"))
+    suspect = ~F.col("__clean")
+    mapped = staged.select("*", F.when(suspect, F.from_json(text, "map<string,string>")).alias("__map"))
     present = {f.name: F.col("__map").getItem(f.name).isNotNull() for f in schema.fields}
-    checked = parsed.select(
+    checked = mapped.select(
         "*",
-        _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]).alias("__missing"),
-        _names_where([(f.name, present[f.name] & F.col("__typed").getField(f.name).isNull())
-                      for f in schema.fields]).alias("__mismatched"),
+        F.when(suspect, _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]))
+        .alias("__missing"),
+        F.when(suspect, _names_where([(f.name, present[f.name] & typed.getField(f.name).isNull())
+                                      for f in schema.fields])).alias("__mismatched"),
     )
     size, missing, mismatched = F.col("__size"), F.col("__missing"), F.col("__mismatched")
     reason, detail = _first_error([
@@ -177,7 +192,7 @@ def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
         (size > schema.max_record_bytes, OVERSIZE,
          F.format_string("payload is %d bytes; limit is %d", size, F.lit(schema.max_record_bytes))),
         (~F.col("__utf8"), INVALID_UTF8, F.lit("payload is not valid UTF-8")),
-        (F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
+        (suspect & F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
         (missing.isNotNull(), MISSING_REQUIRED, F.concat(F.lit("missing: "), missing)),
         (mismatched.isNotNull(), TYPE_MISMATCH,
          F.concat(F.lit("wrong type for: "), mismatched, F.lit(" (raw: "),
@@ -186,8 +201,8 @@ def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     ])
     declared = F.array(*[F.lit(f.name) for f in schema.fields])
     extra = F.map_filter("__map", lambda k, v: ~F.array_contains(declared, k))
-    rescued = F.when(F.size(extra) > 0, F.to_json(extra))
-    fields = [F.col("__typed").getField(f.name).alias(f.name) for f in schema.fields]
+    rescued = F.when(suspect & (F.size(extra) > 0), F.to_json(extra))
+    fields = [typed.getField(f.name).alias(f.name) for f in schema.fields]
     return checked.select(*raw.columns, *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
                           detail.alias("_error_detail"))
 

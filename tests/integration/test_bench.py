@@ -40,3 +40,14 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     assert "all benchmarks exact" in done.stdout
     # quick mode writes nothing: the committed reference results stay as they are
     assert {p: p.stat().st_mtime for p in (REPO / "bench" / "results").iterdir()} == recorded
+
+
+def test_decode_benchmark_runs_every_variant(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bench.decode", "--count", "3000", "--runs", "1", "--no-write"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    figures = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("[bench.decode]")]
+    variants = {" ".join(f[:f.index("median")]) for f in figures if "median" in f}
+    assert variants == {"scan", "typed parse", "decode"}, done.stdout
+    assert all(float(f[f.index("median") + 1]) > 0 for f in figures if "median" in f), done.stdout

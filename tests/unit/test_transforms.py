@@ -116,3 +116,82 @@ def test_offset_filter_drops_what_the_table_already_holds(spark):
     kept = not_yet_committed(frame, {("a", 0): 7, ("a", 1): 5}).collect()
     assert sorted((r[0], r[1], r[2]) for r in kept) == [("a", 0, 7), ("a", 0, 8), ("a", 0, 9), ("b", 0, 3)]
     assert frame.filter(is_new({})).count() == 16
+
+
+# Payloads at the edges of the fast path (typed parse + key list) and the slow path (the map parse, only for
+# records that are not clean). `decode` must classify and shape every one exactly like the reference below.
+EDGE_PAYLOADS = [
+    json.dumps(GOOD).encode(),
+    json.dumps({k: v for k, v in GOOD.items() if k not in ("status", "items")}).encode(),  # optional absent
+    json.dumps({**GOOD, "status": None}).encode(),                     # optional explicit null
+    json.dumps({**GOOD, "order_id": None}).encode(),                   # required explicit null
+    json.dumps({**GOOD, "status": 5}).encode(),                        # number into a string field
+    json.dumps({**GOOD, "status": {"a": [1, 2]}}).encode(),            # object into a string field
+    json.dumps({**GOOD, "amount": True}).encode(),                     # boolean for double
+    json.dumps({**GOOD, "items": 2 ** 40}).encode(),                   # too big for int
+    json.dumps({**GOOD, "event_time": "yesterday"}).encode(),          # bad timestamp
+    json.dumps({**GOOD, "Amount": 3.0}).encode(),                      # key differs only in case: undeclared
+    json.dumps({**GOOD, "coupon": None}).encode(),                     # undeclared, null
+    json.dumps({**GOOD, "coupon": "X", "meta": {"a": 1}}).encode(),    # undeclared, rescued
+    json.dumps(GOOD).encode()[:-1] + b',"amount":99.0}',               # duplicate key
+    json.dumps(GOOD).encode() + b" trailing",                          # trailing garbage
+    json.dumps(GOOD).encode() + b"{}",                                 # two objects
+    b"{}", b"null", b'"text"', b"123", b"", b"   ", b"[1, 2, 3]", b"{bad",
+    json.dumps({"event_id": "\u00e9\u4e2d", **{k: v for k, v in GOOD.items() if k != "event_id"}}).encode(),
+    b"\xff\xfe" + json.dumps(GOOD).encode(),
+    json.dumps({**GOOD, "pad": "x" * 5000}).encode(),
+    json.dumps(GOOD).encode().replace(b'"event_id"', b'"event\\u005fid"'),  # escaped key name
+    json.dumps({k: v for k, v in GOOD.items() if k != "status"} | {"x": {"status": "nested"}}).encode(),
+]
+
+
+def _decode_reference(raw, schema):
+    """The two-parse decode (map + typed struct for every record) that the fast path replaced."""
+    from pyspark.sql import functions as F
+
+    from ingest.transforms import (INVALID_UTF8, MALFORMED_JSON, MISSING_REQUIRED, OVERSIZE, TYPE_MISMATCH,
+                                   _first_error, _names_where, record_struct)
+
+    text = F.col("_raw").cast("string")
+    parsed = raw.select("*", F.from_json(text, "map<string,string>").alias("__map"),
+                        F.from_json(text, record_struct(schema)).alias("__typed"),
+                        F.length(F.col("_raw")).alias("__size"), F.is_valid_utf8(text).alias("__utf8"))
+    present = {f.name: F.col("__map").getItem(f.name).isNotNull() for f in schema.fields}
+    checked = parsed.select(
+        "*",
+        _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]).alias("__missing"),
+        _names_where([(f.name, present[f.name] & F.col("__typed").getField(f.name).isNull())
+                      for f in schema.fields]).alias("__mismatched"),
+    )
+    size, missing, mismatched = F.col("__size"), F.col("__missing"), F.col("__mismatched")
+    reason, detail = _first_error([
+        (F.col("_raw").isNull(), MALFORMED_JSON, F.lit("null payload")),
+        (size > schema.max_record_bytes, OVERSIZE,
+         F.format_string("payload is %d bytes; limit is %d", size, F.lit(schema.max_record_bytes))),
+        (~F.col("__utf8"), INVALID_UTF8, F.lit("payload is not valid UTF-8")),
+        (F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
+        (missing.isNotNull(), MISSING_REQUIRED, F.concat(F.lit("missing: "), missing)),
+        (mismatched.isNotNull(), TYPE_MISMATCH,
+         F.concat(F.lit("wrong type for: "), mismatched, F.lit(" (raw: "),
+                  F.to_json(F.map_filter("__map", lambda k, v: F.array_contains(
+                      F.split(mismatched, ", "), k))), F.lit(")"))),
+    ])
+    declared = F.array(*[F.lit(f.name) for f in schema.fields])
+    extra = F.map_filter("__map", lambda k, v: ~F.array_contains(declared, k))
+    rescued = F.when(F.size(extra) > 0, F.to_json(extra))
+    fields = [F.col("__typed").getField(f.name).alias(f.name) for f in schema.fields]
+    return checked.select(*raw.columns, *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
+                          detail.alias("_error_detail"))
+
+
+def test_decode_matches_the_two_parse_reference_on_edge_payloads(spark, config):
+    frame = _frame(spark, EDGE_PAYLOADS + [None])
+    got = decode(frame, config.record_schema).orderBy("_offset").collect()
+    want = _decode_reference(frame, config.record_schema).orderBy("_offset").collect()
+    assert len(got) == len(EDGE_PAYLOADS) + 1
+    for payload, g, w in zip(EDGE_PAYLOADS + [None], got, want, strict=True):
+        assert g.asDict() == w.asDict(), payload
+    # The corpus reaches every outcome, so the comparison covers each branch of the fast path.
+    assert {r["_error"] for r in got} == {None, "malformed_json", "missing_required_field", "type_mismatch",
+                                          "invalid_utf8", "oversize"}
+    assert any(r["_rescued_data"] for r in got)
