@@ -2,10 +2,10 @@
 
     .venv/bin/python -m bench                 # the reference run: writes bench/results/*-<date>.{json,md,png}
     .venv/bin/python -m bench --quick         # small sizes, nothing written: proves every benchmark works
-    .venv/bin/python -m bench --only latency  # some of: drain, latency, compaction, recovery
+    .venv/bin/python -m bench --only latency  # some of: drain, drain_peers, latency, compaction, recovery
 
-Each benchmark is also a module of its own (python -m bench.drain / latency / compaction / recovery, each with
---help); this runs them with the reference arguments below, or the quick ones.
+Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
+recovery, each with --help); this runs them with the reference arguments below, or the quick ones.
 """
 
 from __future__ import annotations
@@ -13,22 +13,25 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench import compaction, drain, latency, recovery
+from bench import compaction, drain, drain_peers, latency, recovery
 
 REFERENCE = {
     "drain": ["--count", "1000000"],
+    "drain_peers": ["--count", "1000000"],
     "latency": ["--rates", "20", "5000", "20000", "--warmup", "20", "--seconds", "60"],
     "compaction": ["--events", "500000", "--files", "10000", "--runs", "2", "--warmup", "0"],
     "recovery": ["--rate", "2000", "--seconds", "60", "--kill-at", "20"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
+    "drain_peers": ["--count", "3000", "--no-write"],
     "latency": ["--rates", "300", "--warmup", "3", "--seconds", "6", "--no-write"],
     "compaction": ["--events", "3000", "--files", "60", "--runs", "1", "--warmup", "0", "--no-write"],
     "recovery": ["--systems", "lakeline", "delta-rs", "--rate", "200", "--seconds", "20", "--kill-at", "6",
                  "--no-write"],
 }
-MODULES = {"drain": drain, "latency": latency, "compaction": compaction, "recovery": recovery}
+MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "compaction": compaction,
+           "recovery": recovery}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,14 +16,18 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.heavy  # ~12 min: Spark drivers for the latency and recovery peers, a drain and a small-files run
+@pytest.mark.heavy  # ~14 min: Spark drivers for the latency, drain and recovery peers, a drain, a small-files run
 def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     recorded = {p: p.stat().st_mtime for p in (REPO / "bench" / "results").iterdir()}
     done = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=REPO, capture_output=True, text=True,
                           timeout=1800, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    results = [json.loads(line.strip()) for line in done.stdout.splitlines()
-               if line.strip().startswith("{") and '"exact"' in line]
+    lines = [json.loads(line.strip()) for line in done.stdout.splitlines()
+             if line.strip().startswith("{") and '"exact"' in line]
+    drained = [r for r in lines if r.get("benchmark") == "drain_peers"]
+    assert {r["system"] for r in drained} == {"lakeline", "spark-delta", "delta-rs"}, done.stdout[-4000:]
+    assert all(r["exact"] and r["records_per_s"] > 0 and r["commits"] >= 1 for r in drained), drained
+    results = [r for r in lines if r.get("benchmark") != "drain_peers"]
     systems = {r["system"] for r in results if "system" in r}
     assert systems == {"lakeline", "spark-delta", "delta-rs"}, done.stdout[-4000:]
     latency = [r for r in results if "system" in r and "recovery_s" not in r]

@@ -1,0 +1,132 @@
+"""Drain throughput side by side: N clean sample events preloaded into one topic, then drained into a Delta table
+by each system in turn (Lakeline, plain Spark with the built-in Delta sink, a Python consumer writing with
+delta-rs), each from the earliest offset into its own table. Prints a table and writes
+bench/results/drain-peers-<date>.{json,md}.
+
+    .venv/bin/python -m bench.drain_peers --count 1000000
+
+Each system runs as its own process, started as in the latency benchmark (Lakeline: `lakeline ingest`,
+processing-time trigger, no per-batch limit; the peers with their defaults). Throughput = N / (timestamp of the
+last Delta commit - the moment the system reported ready), so JVM and Spark start are excluded for every system,
+and the first batch's planning, table creation and every commit are included. The end is read from the table's
+own log; no clock inside a system is read. CPU = user+system seconds of the system's whole process group (driver,
+JVM, Python workers) from ready to drained. Exact = rows in the table == distinct event ids == N.
+
+The events are clean (no bad records): the delta-rs peer has no dead-letter path and plain Spark would write a bad
+record as a row of nulls, so equal correctness needs clean input. `bench.drain` measures Lakeline with 1% bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench.common import document, write
+
+SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
+QUIET_SECONDS = 10  # every record in and no new commit for this long = drained
+
+
+def _group_cpu_seconds(pgid: int) -> float:
+    """user+system CPU seconds of every live process in process group `pgid`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
+    """Drain `topic` (holding `count` events) with one system into a table of its own."""
+    from bench.delta_log import DeltaLogReader, row_latencies
+    from bench.latency import _records, _start, _stop
+    from ingest.adapters.object_store import s3_client
+
+    bucket = f"bench-drain-{run_id}-{system}"
+    s3_client(settings).create_bucket(Bucket=bucket)
+    location = f"s3a://{bucket}/{topic}_{system.replace('-', '_')}"
+    env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse"}
+    work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-drain-{system}-"))
+    delta_log = DeltaLogReader(location, settings)
+    print(f"\n== {system}: draining {count:,} events ...", flush=True)
+    process, log = _start(system, topic, location, work, env)
+    ready_ms, cpu_at_ready = int(time.time() * 1000), _group_cpu_seconds(process.pid)
+    try:
+        started = quiet_since = time.monotonic()
+        last_version, landed = None, 0
+        while True:
+            landed, version = _records(delta_log)
+            if version != last_version:
+                quiet_since, last_version = time.monotonic(), version
+            if landed >= count and time.monotonic() - quiet_since >= QUIET_SECONDS:
+                break
+            if process.poll() is not None:
+                raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
+            if time.monotonic() - started > 1800:
+                raise RuntimeError(f"{system} did not drain {count:,} events in 30 min ({landed:,} landed; "
+                                   f"see {log})")
+            time.sleep(0.5)
+        cpu = _group_cpu_seconds(process.pid) - cpu_at_ready
+    finally:
+        _stop(process)
+    commits = [c for c in delta_log.commits() if c["files"] and c["timestamp_ms"]]
+    seconds = (commits[-1]["timestamp_ms"] - ready_ms) / 1000
+    _, rows, distinct = row_latencies(location, settings, 0, 0)
+    result = {"benchmark": "drain_peers", "system": system, "records": count, "commits": len(commits),
+              "seconds": round(seconds, 1), "records_per_s": round(count / seconds),
+              "cpu_s": round(cpu, 1), "cpu_s_per_million": round(cpu / count * 1e6, 1),
+              "rows": rows, "distinct_ids": distinct, "exact": rows == distinct == count}
+    print("   " + json.dumps(result), flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    args = parser.parse_args(argv)
+
+    from bench.common import orders_pipeline
+    from infra import stack
+    from ingest.produce import produce
+    from ingest.settings import load_settings
+
+    stack.up()
+    settings = load_settings()
+    run_id = uuid.uuid4().hex[:6]
+    topic = f"bench_drain_peers_{run_id}"
+    print(f"producing {args.count:,} clean events to {topic} ...", flush=True)
+    produced = produce(orders_pipeline(topic, "delta", topic), settings, args.count, bad_ratio=0.0, seed=3,
+                       partitions=4, echo=print)
+    print(f"  {args.count / produced.seconds:,.0f} msg/s produced", flush=True)
+    results = [measure(system, topic, args.count, settings, run_id) for system in args.systems]
+
+    lakeline = next((r for r in results if r["system"] == "lakeline"), None)
+    table = ["| system | records | commits | seconds | records/s | vs Lakeline | CPU s | CPU s / 1M | exact |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in results:
+        ratio = f"{r['records_per_s'] / lakeline['records_per_s']:.2f}×" if lakeline else "-"
+        table.append(f"| {r['system']} | {r['records']:,} | {r['commits']} | {r['seconds']} | "
+                     f"{r['records_per_s']:,} | {ratio} | {r['cpu_s']} | {r['cpu_s_per_million']} | {r['exact']} |")
+    print("\n".join(table))
+    if not args.no_write:
+        doc = document("drain-peers", argv, results, module="drain_peers", count=args.count)
+        write(doc, "Drain throughput, Lakeline vs peers (clean events, into Delta)", "\n".join(table))
+    return 0 if all(r["exact"] for r in results) else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
