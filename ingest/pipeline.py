@@ -226,7 +226,11 @@ class Pipeline:
             return
         coords = coordinates_for(self.config)
         raw = kinesis_coordinates(batch) if self.config.source.kind == "kinesis" else kafka_coordinates(batch)
-        decoded = decode(raw, self.config.record_schema).persist(StorageLevel.MEMORY_AND_DISK)
+        # The cached batch keeps raw bytes only for dead letters (the table rows never carry them): about half the
+        # cache for a clean batch.
+        decoded = decode(raw, self.config.record_schema)
+        decoded = decoded.withColumn("_raw", F.when(F.col("_error").isNotNull(), F.col("_raw")))
+        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             cover = _cover(decoded, coords, {}, {})
             # The common case: the batch starts at or past both tables' ends, so nothing in it is held yet and
