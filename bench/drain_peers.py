@@ -29,7 +29,6 @@ from pathlib import Path
 from bench.common import document, write
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
-QUIET_SECONDS = 10  # every record in and no new commit for this long = drained
 
 
 def _group_cpu_seconds(pgid: int) -> float:
@@ -51,7 +50,7 @@ def _group_cpu_seconds(pgid: int) -> float:
 def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
     """Drain `topic` (holding `count` events) with one system into a table of its own."""
     from bench.delta_log import DeltaLogReader, row_latencies
-    from bench.latency import _records, _start, _stop
+    from bench.latency import _start, _stop, wait_drained
     from ingest.adapters.object_store import s3_client
 
     bucket = f"bench-drain-{run_id}-{system}"
@@ -64,20 +63,9 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
     process, log = _start(system, topic, location, work, env)
     ready_ms, cpu_at_ready = int(time.time() * 1000), _group_cpu_seconds(process.pid)
     try:
-        started = quiet_since = time.monotonic()
-        last_version, landed = None, 0
-        while True:
-            landed, version = _records(delta_log)
-            if version != last_version:
-                quiet_since, last_version = time.monotonic(), version
-            if landed >= count and time.monotonic() - quiet_since >= QUIET_SECONDS:
-                break
-            if process.poll() is not None:
-                raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
-            if time.monotonic() - started > 1800:
-                raise RuntimeError(f"{system} did not drain {count:,} events in 30 min ({landed:,} landed; "
-                                   f"see {log})")
-            time.sleep(0.5)
+        landed, _ = wait_drained(system, process, log, delta_log, count, timeout=1800, poll=0.5)
+        if landed < count:
+            raise RuntimeError(f"{system} did not drain {count:,} events in 30 min ({landed:,} landed; see {log})")
         cpu = _group_cpu_seconds(process.pid) - cpu_at_ready
     finally:
         _stop(process)

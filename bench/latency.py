@@ -106,6 +106,27 @@ def _records(log: DeltaLogReader) -> tuple[int, int]:
     return sum(c["records"] for c in seen), seen[-1]["version"] if seen else -1
 
 
+def wait_drained(system: str, process: subprocess.Popen, log: Path, delta_log: DeltaLogReader, expected: int,
+                 timeout: float, poll: float) -> tuple[int, float]:
+    """Wait until at least `expected` records are committed and no new commit came for QUIET_SECONDS (an
+    at-least-once peer that replays a batch reaches the count before its last distinct rows land), or `timeout`
+    seconds. Returns (records committed, seconds waited). Raises if the system exits meanwhile."""
+    started = quiet_since = time.monotonic()
+    last_version = None
+    while True:
+        landed, version = _records(delta_log)
+        if version != last_version:
+            quiet_since, last_version = time.monotonic(), version
+        if landed >= expected and time.monotonic() - quiet_since >= QUIET_SECONDS:
+            break
+        if process.poll() is not None:
+            raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
+        if time.monotonic() - started > timeout:
+            break
+        time.sleep(poll)
+    return landed, time.monotonic() - started
+
+
 def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str,
             kill_at: float | None = None) -> dict:
     """One system at one rate. With `kill_at`, the system is killed (SIGKILL, its whole process group) that many
@@ -156,22 +177,7 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
                 raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
             sent = json.loads(out.strip().splitlines()[-1])
         expected = primed + sent["sent"]
-        # Drained: at least `expected` records committed and no new commit for QUIET_SECONDS (an at-least-once
-        # peer that replays a batch reaches the count before its last distinct rows land).
-        drain_started = time.monotonic()
-        quiet_since, last_version = time.monotonic(), None
-        while True:
-            landed, version = _records(delta_log)
-            if version != last_version:
-                quiet_since, last_version = time.monotonic(), version
-            if landed >= expected and time.monotonic() - quiet_since >= QUIET_SECONDS:
-                break
-            if process.poll() is not None:
-                raise RuntimeError(f"{system} exited while draining (see {log}):\n{log.read_text()[-3000:]}")
-            if time.monotonic() - drain_started > 600:
-                break
-            time.sleep(1)
-        drain_seconds = time.monotonic() - drain_started
+        landed, drain_seconds = wait_drained(system, process, log, delta_log, expected, timeout=600, poll=1.0)
     finally:
         _stop(process)
         if loader is not None and loader.poll() is None:
