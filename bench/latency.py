@@ -41,11 +41,13 @@ QUIET_SECONDS = 10  # no new commit for this long (and every record in) = draine
 READY_MARKERS = {"lakeline": "start:", "spark-delta": "READY", "delta-rs": "READY"}
 
 
-def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0
-           ) -> tuple[subprocess.Popen, Path]:
+def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0,
+           standby: bool = False) -> tuple[subprocess.Popen, Path]:
+    """Start one system's process; return once it says it is ready. `standby` (Lakeline only): a warm standby
+    driver, ready once warm and waiting for the running driver's lock."""
     from infra.paths import REPO_ROOT
 
-    log = work / f"{system}-{attempt}.log"
+    log = work / f"{system}-{attempt}{'-standby' if standby else ''}.log"
     if system == "lakeline":
         template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
         pipeline = work / "pipeline.yaml"
@@ -58,6 +60,7 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
             "checkpoint": {"location": location + "_checkpoint"},
             "trigger": "processing-time=0ms"}, sort_keys=False))
         command = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(pipeline)]
+        command += ["--standby"] if standby else []
     elif system == "spark-delta":
         command = [sys.executable, "-m", "bench.peers.spark_delta", "--topic", topic, "--location", location,
                    "--checkpoint", location + "_checkpoint"]
@@ -67,7 +70,8 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
     process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
                                env=env)
     deadline = time.monotonic() + 240
-    while READY_MARKERS[system] not in log.read_text():
+    marker = "standby: warm" if standby else READY_MARKERS[system]
+    while marker not in log.read_text():
         if process.poll() is not None or time.monotonic() > deadline:
             _stop(process)
             raise RuntimeError(f"{system} did not start (see {log}):\n{log.read_text()[-3000:]}")
@@ -128,14 +132,16 @@ def wait_drained(system: str, process: subprocess.Popen, log: Path, delta_log: D
 
 
 def measure(system: str, rate: int, warmup: float, seconds: float, settings, run_id: str,
-            kill_at: float | None = None) -> dict:
+            kill_at: float | None = None, standby: bool = False) -> dict:
     """One system at one rate. With `kill_at`, the system is killed (SIGKILL, its whole process group) that many
     seconds into the load and restarted at once; the result then has the seconds from the kill to the first new
-    commit, and duplicates/missing."""
+    commit, and duplicates/missing. With `standby` (Lakeline), a warm standby driver started beside it takes
+    over instead of a restart."""
     from ingest.adapters.kafka_admin import KafkaAdmin
     from ingest.adapters.object_store import s3_client
 
-    topic = f"bench_{'recovery' if kill_at else 'latency'}_{run_id}_{system.replace('-', '_')}_{rate}"
+    kind = ("recovery_standby" if standby else "recovery") if kill_at else "latency"
+    topic = f"bench_{kind}_{run_id}_{system.replace('-', '_')}_{rate}"
     KafkaAdmin(settings).ensure_topic(topic, 4)
     # A bucket of its own per measurement: moto lists a bucket by scanning all of it, so a shared bucket would
     # make each later system's log listings slower than the earlier ones'.
@@ -147,7 +153,7 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
     delta_log = DeltaLogReader(location, settings)
     print(f"\n== {system} at {rate:,} msg/s: starting ...", flush=True)
     process, log = _start(system, topic, location, work, env)
-    loader = None
+    loader = spare = None
     try:
         # Priming: the measured load starts only once the system has committed a first batch (JVM, session and
         # table ready), as in a long-running deployment. These records are sent before the window.
@@ -158,6 +164,9 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
                 raise RuntimeError(f"{system} did not commit the priming records (see {log}):\n"
                                    f"{log.read_text()[-3000:]}")
             time.sleep(0.5)
+        if standby:
+            spare, spare_log = _start(system, topic, location, work, env, attempt=1, standby=True)
+            print("   warm standby ready", flush=True)
         print(f"   primed; sending for {warmup + seconds:.0f}s ({warmup:.0f}s warm-up)", flush=True)
         killed_ms = None
         if kill_at is None:
@@ -170,8 +179,12 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
             _signal_group(process, signal.SIGKILL)
             killed_ms = int(time.time() * 1000)
             process.wait(60)
-            print(f"   kill -9 about {kill_at:.0f}s into the load; restarting", flush=True)
-            process, log = _start(system, topic, location, work, env, attempt=1)
+            if spare is not None:
+                print(f"   kill -9 about {kill_at:.0f}s into the load; the standby takes over", flush=True)
+                (process, log), spare = (spare, spare_log), None
+            else:
+                print(f"   kill -9 about {kill_at:.0f}s into the load; restarting", flush=True)
+                process, log = _start(system, topic, location, work, env, attempt=1)
             out, err = loader.communicate(timeout=3600)
             if loader.returncode != 0:
                 raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
@@ -180,6 +193,8 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         landed, drain_seconds = wait_drained(system, process, log, delta_log, expected, timeout=600, poll=1.0)
     finally:
         _stop(process)
+        if spare is not None:
+            _stop(spare)
         if loader is not None and loader.poll() is None:
             loader.kill()
     since = sent["schedule_start_ms"] + int(warmup * 1000)
@@ -196,7 +211,7 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         recovery = {"kill_at_s": round((killed_ms - sent["schedule_start_ms"]) / 1000, 1),
                     "recovery_s": round((after[0] - killed_ms) / 1000, 1) if after else None,
                     "duplicates": rows - distinct, "missing": expected - distinct}
-    result = {"system": system, "rate": rate, **recovery,
+    result = {"system": system + (" (warm standby)" if standby else ""), "rate": rate, **recovery,
               **{f"latency_{k}": v for k, v in percentiles(latencies).items()},
               "commits_in_window": len(window), "median_commit_gap_s": round(statistics.median(gaps), 3) if gaps
               else None, "sent": expected, "rows": rows, "distinct_ids": distinct,

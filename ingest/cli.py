@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                                         "moment: the next run neither duplicates nor skips.")
     _pipeline_arg(ingest)
     ingest.add_argument("--trigger", help="available-now | processing-time=<N>ms|s|m (default: the pipeline's)")
+    ingest.add_argument("--standby", action="store_true",
+                        help="warm standby: start Spark, open the tables and warm the batch code, then wait for "
+                             "the pipeline's driver on this host to exit (kill -9 included) and take over at once. "
+                             "Without it, a second driver of the same pipeline on this host is refused")
 
     rec = sub.add_parser("reconcile", help="exactly-once audit: produced vs rows + dead letters",
                          description=f"Compares every offset retained in the source with the table and the "
@@ -295,10 +299,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))
         return 0
     if args.command == "ingest":
+        from ingest.driver_lock import DriverLock
         from ingest.pipeline import Pipeline
 
+        pipeline = Pipeline(config, settings, trigger=args.trigger)
+        lock = DriverLock(config.pipeline, config.checkpoint_location(settings))
+        if args.standby:
+            if not _wait_as_standby(pipeline, lock):
+                return 0
+        else:
+            lock.acquire()
         started = time.monotonic()
-        summary = Pipeline(config, settings, trigger=args.trigger).run()
+        try:
+            summary = pipeline.run()
+        finally:
+            lock.release()
         print(f"[{config.pipeline}] done: {len(summary.batches)} batches, {summary.rows} rows, "
               f"{summary.dead_letters} dead letters in {time.monotonic() - started:.1f}s")
         return 0
@@ -350,6 +365,28 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2) if args.output == "json" else format_report(report))
         return 0 if report.passed else EXIT_NOT_EXACT
     raise AssertionError(args.command)
+
+
+def _wait_as_standby(pipeline, lock) -> bool:
+    """Warm up, then wait for the driver lock. False when stopped (SIGTERM/SIGINT) before taking over."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    name = pipeline.config.pipeline
+    try:
+        seconds = pipeline.warm_up()
+        print(f"[{name}] standby: warm in {seconds:.1f}s; waiting for the driver on this host to exit "
+              f"(lock {lock.path})", flush=True)
+        if not lock.wait(stop):
+            print(f"[{name}] standby: stopped before taking over", flush=True)
+            return False
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(f"[{name}] standby: the driver exited; taking over", flush=True)
+    return True
 
 
 def _checkpoint(args: argparse.Namespace, config, settings) -> int:

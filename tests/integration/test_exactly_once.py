@@ -272,3 +272,43 @@ def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, co
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
     assert "start: resume" in final.stdout and "batch 2: replayed, already in table" in final.stdout
     _assert_exact(reconcile(config, settings, spark), 4000, bad)
+
+
+def test_warm_standby_takes_over_after_kill_minus_9_and_a_second_driver_is_refused(conf_dir, settings, spark,
+                                                                                    tmp_path):
+    """A second `lakeline ingest` of a running pipeline on the same host is refused; a `--standby` one warms up,
+    waits, and takes over the moment the driver is killed with -9; the result is exact."""
+    data = pipeline_dict("delta")
+    data["source"]["max_offsets_per_trigger"] = 1000
+    path = write_pipeline(conf_dir, data)
+    config = load_pipeline(path)
+    bad = produce(config, settings, 2000, bad_ratio=0.02, seed=41, echo=print).bad_total
+    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
+           "--trigger", "processing-time=500ms"]
+    logs = {name: tmp_path / f"{name}.log" for name in ("primary", "standby")}
+    primary = subprocess.Popen(cmd, stdout=open(logs["primary"], "w"), stderr=subprocess.STDOUT)
+    standby = None
+    try:
+        _wait_for(lambda: "batch 0:" in logs["primary"].read_text(), "the driver's first batch", timeout=240)
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2 and f"another driver (pid {primary.pid})" in second.stderr, second.stderr
+        standby = subprocess.Popen(cmd + ["--standby"], stdout=open(logs["standby"], "w"),
+                                   stderr=subprocess.STDOUT)
+        _wait_for(lambda: "standby: warm" in logs["standby"].read_text(), "the standby to warm up", timeout=240)
+        assert "taking over" not in logs["standby"].read_text()  # the driver still holds the lock
+        bad += produce(config, settings, 2000, bad_ratio=0.02, seed=42, echo=print).bad_total
+        primary.send_signal(signal.SIGKILL)
+        primary.wait(30)
+        _wait_for(lambda: "taking over" in logs["standby"].read_text(), "the standby to take over", timeout=30)
+        _wait_for(lambda: "batch" in logs["standby"].read_text().split("taking over", 1)[1],
+                  "a batch from the standby", timeout=120)
+        standby.send_signal(signal.SIGTERM)
+        assert standby.wait(120) == 0, logs["standby"].read_text()[-3000:]
+    finally:
+        for proc in (primary, standby):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    final = subprocess.run(cmd[:-2] + ["--trigger", "available-now"], capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
+    _assert_exact(reconcile(config, settings, spark), 4000, bad)
