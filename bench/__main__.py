@@ -20,14 +20,14 @@ REFERENCE = {
     "drain_peers": ["--count", "1000000"],
     "latency": ["--rates", "20", "5000", "20000", "--warmup", "20", "--seconds", "60"],
     "compaction": ["--events", "500000", "--files", "10000", "--runs", "2", "--warmup", "0"],
-    "recovery": ["--rate", "2000", "--seconds", "60", "--kill-at", "20"],
+    "recovery": ["--rate", "2000", "--seconds", "60", "--kill-at", "20", "--standby"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
     "drain_peers": ["--count", "3000", "--no-write"],
     "latency": ["--rates", "300", "--warmup", "3", "--seconds", "6", "--no-write"],
     "compaction": ["--events", "3000", "--files", "60", "--runs", "1", "--warmup", "0", "--no-write"],
-    "recovery": ["--systems", "lakeline", "delta-rs", "--rate", "200", "--seconds", "20", "--kill-at", "6",
+    "recovery": ["--systems", "lakeline", "delta-rs", "--standby", "--rate", "200", "--seconds", "20", "--kill-at", "6",
                  "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "compaction": compaction,
