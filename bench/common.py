@@ -62,3 +62,20 @@ def write(doc: dict, title: str, body: str, stack: str = STACK) -> Path:
                                        f"Machine: {doc['machine']}\n\n{body.rstrip()}\n")
     print(f"written {stem}.json and .md")
     return stem
+
+
+def cpu_seconds(parent: int | None = None, group: int | None = None) -> float:
+    """user+system CPU seconds, from /proc, of the live processes whose parent pid is `parent` or whose process
+    group is `group`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # after the name: state, ppid, pgrp
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == parent or int(fields[2]) == group:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total

@@ -16,26 +16,8 @@ import json
 import os
 import time
 import uuid
-from pathlib import Path
 
-from bench.common import document, orders_pipeline, write
-
-
-def _jvm_cpu_seconds() -> float:
-    """user+system CPU of this process's child JVMs (the Spark driver), from /proc."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[1]) == me:
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+from bench.common import cpu_seconds, document, orders_pipeline, write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for fmt in args.formats:
         cfg = config(fmt)
-        cpu0, t0 = _jvm_cpu_seconds(), time.monotonic()
+        cpu0, t0 = cpu_seconds(parent=os.getpid()), time.monotonic()
         summary = Pipeline(cfg, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
-        wall, cpu = time.monotonic() - t0, _jvm_cpu_seconds() - cpu0
+        wall, cpu = time.monotonic() - t0, cpu_seconds(parent=os.getpid()) - cpu0
         report = reconcile(cfg, settings, spark)
         records = summary.rows + summary.dead_letters
         results.append({

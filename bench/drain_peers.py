@@ -26,25 +26,9 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import document, write
+from bench.common import cpu_seconds, document, write
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
-
-
-def _group_cpu_seconds(pgid: int) -> float:
-    """user+system CPU seconds of every live process in process group `pgid`."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
 
 
 def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
@@ -61,12 +45,12 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
     delta_log = DeltaLogReader(location, settings)
     print(f"\n== {system}: draining {count:,} events ...", flush=True)
     process, log = _start(system, topic, location, work, env)
-    ready_ms, cpu_at_ready = int(time.time() * 1000), _group_cpu_seconds(process.pid)
+    ready_ms, cpu_at_ready = int(time.time() * 1000), cpu_seconds(group=process.pid)
     try:
         landed, _ = wait_drained(system, process, log, delta_log, count, timeout=1800, poll=0.5)
         if landed < count:
             raise RuntimeError(f"{system} did not drain {count:,} events in 30 min ({landed:,} landed; see {log})")
-        cpu = _group_cpu_seconds(process.pid) - cpu_at_ready
+        cpu = cpu_seconds(group=process.pid) - cpu_at_ready
     finally:
         _stop(process)
     commits = [c for c in delta_log.commits() if c["files"] and c["timestamp_ms"]]
