@@ -76,7 +76,8 @@ LOGSTORE_JAR = "lakeline-delta-logstore.jar"
 
 
 def build_logstore(spark_dir: Path, python: str) -> None:
-    """Compile Lakeline's multi-driver-safe Delta LogStore for S3 (infra/logstore, see ARCHITECTURE.md) into
+    """Compile Lakeline's multi-driver-safe Delta LogStore and direct-PUT checkpoint file manager for S3
+    (infra/logstore, see ARCHITECTURE.md) into
     <spark jars>/lakeline-delta-logstore.jar, against the resolved Spark/Delta/Hadoop jars. Skipped when the
     sources have not changed."""
     import tempfile
@@ -107,7 +108,7 @@ def build_logstore(spark_dir: Path, python: str) -> None:
                 jar.write(path, path.relative_to(out).as_posix())
         partial.rename(target)
     stamp.write_text(digest)
-    print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore for s3a://)")
+    print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore and checkpoint file manager for s3a://)")
 
 
 def main(argv: list[str] | None = None) -> None:

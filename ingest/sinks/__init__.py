@@ -33,9 +33,10 @@ class TableSink(Protocol):
     def last_commit_time(self) -> "datetime | None":
         """When this pipeline's newest commit landed, by the table's own clock (UTC)."""
 
-    def append(self, frame: "DataFrame", record: CommitRecord) -> None:
-        """Append `frame` atomically with `record` in the same commit; a replay of the same
-        (lineage, batch) must be a no-op."""
+    def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
+        """Append `frame` atomically with `record` in the same commit. The pipeline skips a replay of a
+        (lineage, batch) the table already holds; with `may_be_replay` the sink also checks at commit time where
+        the format can (Delta's txnAppId/txnVersion)."""
 
     def read(self) -> "DataFrame":
         """The table's current rows."""

@@ -1,5 +1,5 @@
-"""Delta Lake sink: appends with txnAppId/txnVersion (Delta skips a replayed batch itself) and the commit record
-in commitInfo.userMetadata."""
+"""Delta Lake sink: appends carrying the commit record in commitInfo.userMetadata, and txnAppId/txnVersion where
+the batch may be a replay (Delta then skips it itself)."""
 
 from __future__ import annotations
 
@@ -78,12 +78,15 @@ class DeltaSink:
                  if (record := CommitRecord.from_json(row["userMetadata"])) and record.pipeline == self.pipeline]
         return datetime.fromtimestamp(max(times), UTC) if times else None
 
-    def append(self, frame: "DataFrame", record: CommitRecord) -> None:
-        (frame.write.format("delta").mode("append")
-         .option("txnAppId", f"lakeline.{self.pipeline}.{record.lineage}")
-         .option("txnVersion", str(record.batch_id))
-         .option("userMetadata", record.to_json())
-         .save(self.location))
+    def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
+        writer = frame.write.format("delta").mode("append").option("userMetadata", record.to_json())
+        if may_be_replay:
+            # Delta 4.4 answers a txnVersion lookup by rebuilding the table state from the log since the last
+            # checkpoint (three Spark jobs, about 1 s a commit on moto), so it is asked only where a replay can
+            # happen: the first batch after a start (see Pipeline.process_batch).
+            writer = (writer.option("txnAppId", f"lakeline.{self.pipeline}.{record.lineage}")
+                      .option("txnVersion", str(record.batch_id)))
+        writer.save(self.location)
 
     def read(self) -> "DataFrame":
         return self.spark.read.format("delta").load(self.location)

@@ -54,7 +54,8 @@ class IcebergSink:
                  if (record := CommitRecord.from_json(row["record"])) and record.pipeline == self.pipeline]
         return datetime.fromtimestamp(max(times), UTC) if times else None
 
-    def append(self, frame: "DataFrame", record: CommitRecord) -> None:
+    def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
+        # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
         frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
 
     def read(self) -> "DataFrame":

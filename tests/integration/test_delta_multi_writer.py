@@ -1,4 +1,4 @@
-"""Delta on S3 with several drivers: a commit file, once written, can never be replaced by another writer.
+"""Several writers on S3: a Delta commit file or a Spark checkpoint entry, once written, can never be replaced.
 
 The stock S3SingleDriverLogStore checks existence and then PUTs; two drivers can both pass the check and the
 second PUT replaces the first commit (lost data). Lakeline's LogStore writes commits with a conditional PUT
@@ -84,3 +84,55 @@ def test_plain_create_without_overwrite_is_not_atomic_on_s3(spark, settings):
     with pytest.raises(Exception, match="412"):
         second.close()
     assert _read(settings, str(guarded)) == b"first\n"
+
+
+def _checkpoint_manager(spark, location: str):
+    """The manager Spark's metadata logs get: CheckpointFileManager.create over the session's Hadoop conf."""
+    jvm = spark._jvm  # noqa: SLF001
+    conf = spark._jsparkSession.sessionState().newHadoopConf()  # noqa: SLF001
+    path = jvm.org.apache.hadoop.fs.Path(location)
+    manager = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(path, conf)
+    return jvm, manager
+
+
+def _write(jvm, manager, location: str, text: str, overwrite: bool) -> None:
+    stream = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(location), overwrite)
+    stream.write(text.encode())
+    stream.close()
+
+
+def _keys(settings, prefix_uri: str) -> list[str]:
+    bucket, prefix = split_s3_uri(prefix_uri)
+    listed = s3_client(settings).list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(obj["Key"][len(prefix):] for obj in listed.get("Contents", []))
+
+
+def test_checkpoint_entries_are_direct_puts_and_never_replaced(spark, settings):
+    """Spark's offsets/N and commits/N (and Delta's N.crc) on s3a:// go through Lakeline's checkpoint manager: one
+    PUT per entry, no temp file and rename, and a second writer of the same entry is refused atomically."""
+    root = f"{settings.warehouse}/checkpoints/direct_{uuid.uuid4().hex[:8]}"
+    jvm, manager = _checkpoint_manager(spark, root)
+    assert manager.getClass().getName() == "io.lakeline.spark.S3DirectCheckpointFileManager"
+
+    _write(jvm, manager, f"{root}/offsets/0", "v1\nfirst", overwrite=False)
+    assert _keys(settings, f"{root}/offsets/") == ["0"]  # no .0.<uuid>.tmp left behind, nothing renamed
+    with pytest.raises(Exception) as refused:
+        _write(jvm, manager, f"{root}/offsets/0", "v1\nsecond", overwrite=False)
+    assert "FileAlreadyExistsException" in str(refused.value)  # Spark's "concurrent update" contract
+    assert _read(settings, f"{root}/offsets/0") == b"v1\nfirst"
+
+    _write(jvm, manager, f"{root}/offsets/0", "v1\nreplaced", overwrite=True)
+    assert _read(settings, f"{root}/offsets/0") == b"v1\nreplaced"
+
+    cancelled = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(f"{root}/offsets/1"), False)
+    cancelled.write(b"half")
+    cancelled.cancel()
+    assert _keys(settings, f"{root}/offsets/") == ["0"]  # a cancelled entry is never visible
+
+
+def test_local_checkpoints_keep_sparks_rename_protocol(spark, tmp_path):
+    jvm, manager = _checkpoint_manager(spark, f"file://{tmp_path}")
+    _write(jvm, manager, f"file://{tmp_path}/offsets/0", "v1\nlocal", overwrite=False)
+    assert (tmp_path / "offsets" / "0").read_text() == "v1\nlocal"
+    with pytest.raises(Exception, match="FileAlreadyExistsException|already exists"):
+        _write(jvm, manager, f"file://{tmp_path}/offsets/0", "v1\nagain", overwrite=False)

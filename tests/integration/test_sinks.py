@@ -55,3 +55,36 @@ def test_first_start_killed_mid_offsets_write_starts_cleanly(spark, settings, co
         install_signal_handlers=False)
     assert summary.plan.action == "fresh" and summary.rows == 500
     assert reconcile(config, settings, spark).exact
+
+
+def test_delta_transaction_id_only_where_a_replay_can_happen(spark, settings):
+    """The first batch after a start carries txnAppId/txnVersion, so Delta itself drops a second copy of it; later
+    batches leave it out (in Delta 4.4 that check rebuilds the table state, ~1 s a commit)."""
+    import json
+    from datetime import datetime, UTC
+
+    from ingest.commits import CommitRecord
+
+    config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_txn_{uuid.uuid4().hex[:6]}"))
+    _, dead = sinks_for(spark, config, settings)  # unpartitioned: the rows below need no decoded fields
+    dead.ensure()
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+    first = CommitRecord(config.pipeline, "L1", 7, {("orders", 0): 5}, {("orders", 0): 6}, 0, 1)
+    dead.append(rows, first, may_be_replay=True)
+    dead.append(rows, first, may_be_replay=True)  # Spark replaying batch 7: Delta skips it
+    assert dead.read().count() == 1
+    second = CommitRecord(config.pipeline, "L1", 8, {("orders", 0): 6}, {("orders", 0): 7}, 0, 1)
+    dead.append(rows, second, may_be_replay=False)
+    assert dead.read().count() == 2 and dead.last_commit().batch_id == 8
+
+    bucket, prefix = split_s3_uri(dead.location)
+    s3 = s3_client(settings)
+    txns = {}
+    for version in (1, 2):
+        body = s3.get_object(Bucket=bucket, Key=f"{prefix}/_delta_log/{version:020d}.json")["Body"].read()
+        actions = [json.loads(line) for line in body.decode().splitlines()]
+        txns[version] = [a["txn"] for a in actions if "txn" in a]
+    assert txns[1] == [{"appId": f"lakeline.{config.pipeline}.L1", "version": 7,
+                        "lastUpdated": txns[1][0]["lastUpdated"]}]
+    assert txns[2] == []

@@ -24,6 +24,20 @@ def test_local_endpoint_uses_path_style_s3a_and_shared_catalog(jars):
     assert conf["spark.sql.catalog.lakeline.uri"] == "jdbc:sqlite:/tmp/c.db"
     assert conf["spark.sql.catalog.lakeline.jdbc.schema-version"] == "V1"
     assert "spark.jars.packages" not in conf
+    # local[N]: the jars go on the one JVM's classpath (spark.jars would copy ~700 MB to a temp folder per start)
+    assert conf["spark.driver.extraClassPath"].count(".jar") == 3
+    assert "spark.jars" not in conf
+
+
+def test_cluster_master_ships_jars_with_spark_jars(jars):
+    conf = spark_conf(Settings(spark_master="spark://host:7077", spark_jars_dir=str(jars)), "t")
+    assert conf["spark.jars"].count(".jar") == 3
+    assert "spark.driver.extraClassPath" not in conf
+
+
+def test_jvm_started_by_spark_submit_keeps_spark_jars(jars, monkeypatch):
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4242")  # the classpath of a running JVM can no longer change
+    conf = spark_conf(Settings(spark_jars_dir=str(jars)), "t")
     assert conf["spark.jars"].count(".jar") == 3
 
 
@@ -32,7 +46,12 @@ def test_delta_on_s3_commits_with_conditional_put(jars):
     assert conf["spark.delta.logStore.s3a.impl"] == "io.lakeline.delta.S3ConditionalPutLogStore"
     assert conf["spark.delta.logStore.s3.impl"] == "io.lakeline.delta.S3ConditionalPutLogStore"
     assert conf["spark.hadoop.fs.s3a.create.conditional.enabled"] == "true"
-    assert "lakeline-delta-logstore.jar" in conf["spark.jars"]
+    assert "lakeline-delta-logstore.jar" in conf["spark.driver.extraClassPath"]
+
+
+def test_checkpoint_entries_are_written_without_rename(jars):
+    conf = spark_conf(Settings(spark_jars_dir=str(jars)), "t")
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == "io.lakeline.spark.S3DirectCheckpointFileManager"
 
 
 def test_real_s3_by_configuration_alone(jars):

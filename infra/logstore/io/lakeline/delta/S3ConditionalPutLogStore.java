@@ -71,7 +71,7 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
     }
 
     /** S3A maps HTTP 412 to RemoteFileChangedException; the cause chain carries the status code. */
-    static boolean isPreconditionFailure(Throwable error) {
+    public static boolean isPreconditionFailure(Throwable error) {
         for (Throwable t = error; t != null; t = t.getCause()) {
             if (t.getClass().getName().endsWith("RemoteFileChangedException")) {
                 return true;
