@@ -175,6 +175,9 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
             loader = subprocess.Popen([sys.executable, "-m", "bench.load", "--topic", topic, "--rate", str(rate),
                                        "--seconds", str(warmup + seconds), "--seed", "2"], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
+            # The loader builds its events first; the fault is timed from the start of its schedule.
+            while (line := loader.stderr.readline()) and "schedule started" not in line:
+                pass
             time.sleep(kill_at)  # the fault lands at a wall-clock moment; the exact offset is reported below
             _signal_group(process, signal.SIGKILL)
             killed_ms = int(time.time() * 1000)
