@@ -108,7 +108,8 @@ def build_logstore(spark_dir: Path, python: str) -> None:
                 jar.write(path, path.relative_to(out).as_posix())
         partial.rename(target)
     stamp.write_text(digest)
-    print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore and checkpoint file manager for s3a://)")
+    print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore and checkpoint file manager "
+          f"for s3a://)")
 
 
 def main(argv: list[str] | None = None) -> None:
