@@ -3,6 +3,7 @@
     .venv/bin/python -m bench                 # the reference run: writes bench/results/*-<date>.{json,md,png}
     .venv/bin/python -m bench --quick         # small sizes, nothing written: proves every benchmark works
     .venv/bin/python -m bench --only latency  # some of: drain, drain_peers, latency, compaction, recovery
+    .venv/bin/python -m bench --tag full      # results named *-<date>-full, so a second run that day keeps the first
 
 Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
 recovery, each with --help); this runs them with the reference arguments below, or the quick ones.
@@ -11,9 +12,12 @@ recovery, each with --help); this runs them with the reference arguments below, 
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, latency, recovery
+from bench import compaction, drain, drain_peers, latency, recovery, summary
+from bench.common import RESULTS
 
 REFERENCE = {
     "drain": ["--count", "1000000"],
@@ -39,8 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and no results written (the test suite's "
                                                              "proof that each benchmark runs)")
     parser.add_argument("--only", nargs="+", choices=list(MODULES), default=list(MODULES))
+    parser.add_argument("--tag", help="suffix for the results' names (letters, digits, '-'): <benchmark>-<date>-TAG")
     args = parser.parse_args(argv)
+    if args.tag is not None:
+        if not args.tag.replace("-", "").isalnum():
+            parser.error(f"--tag {args.tag!r}: use letters, digits and '-' only")
+        os.environ["LAKELINE_BENCH_TAG"] = args.tag
     plan = QUICK if args.quick else REFERENCE
+    run_started = time.time()
     codes = {}
     for name in args.only:
         started = time.monotonic()
@@ -48,8 +58,26 @@ def main(argv: list[str] | None = None) -> int:
         codes[name] = MODULES[name].main(plan[name])
         print(f"######## bench.{name}: exit {codes[name]} after {time.monotonic() - started:.0f}s", flush=True)
     failed = [name for name, code in codes.items() if code != 0]
+    if not args.quick:
+        written = _written_since(run_started, args.only)
+        if written:
+            print("\n" + summary.render(written))
+            tag = os.environ.get("LAKELINE_BENCH_TAG", "")
+            name = f"summary-{datetime.now(UTC).date().isoformat()}" + (f"-{tag}" if tag else "")
+            print(f"written {summary.write_summary(written, name)}")
     print("\nall benchmarks exact" if not failed else f"\nnot exact or failed: {', '.join(failed)}")
     return 3 if failed else 0
+
+
+def _written_since(started: float, modules: list[str]) -> dict[str, dict]:
+    """The newest results document each benchmark of this run wrote (by file time), keyed by benchmark name."""
+    docs = {}
+    for module in modules:
+        name = module.replace("_", "-")
+        fresh = [p for p in RESULTS.glob(f"{name}-*.json") if p.stat().st_mtime >= started]
+        if fresh:
+            docs.update(summary.load([max(fresh, key=lambda p: p.stat().st_mtime).stem]))
+    return docs
 
 
 if __name__ == "__main__":

@@ -53,10 +53,17 @@ def document(name: str, argv: list[str] | None, results: list[dict], module: str
             **fields, "machine": machine(), "load_average_at_end": os.getloadavg(), "results": results}
 
 
+def result_name(doc: dict) -> str:
+    """<benchmark>-<date> (the run's UTC date), then -<tag> when LAKELINE_BENCH_TAG is set (`python -m bench
+    --tag`), so a second run on one day does not overwrite the first."""
+    tag = os.environ.get("LAKELINE_BENCH_TAG", "").strip()
+    return f"{doc['benchmark']}-{doc['at'][:10]}" + (f"-{tag}" if tag else "")
+
+
 def write(doc: dict, title: str, body: str, stack: str = STACK) -> Path:
-    """results/<benchmark>-<date>.json and .md (title, command, machine, then `body`); returns the stem."""
+    """results/<result_name>.json and .md (title, command, machine, then `body`); returns the stem."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = RESULTS / f"{doc['benchmark']}-{doc['at'][:10]}"  # the run's UTC date
+    stem = RESULTS / result_name(doc)
     stem.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
     stem.with_suffix(".md").write_text(f"# {title}, {doc['at']}\n\nCommand: `{doc['command']}` ({stack})\n\n"
                                        f"Machine: {doc['machine']}\n\n{body.rstrip()}\n")

@@ -24,7 +24,7 @@ import uuid
 from datetime import datetime, UTC
 from pathlib import Path
 
-from bench.common import document, orders_pipeline, write
+from bench.common import document, orders_pipeline, result_name, write
 
 # Full scan, per day and country: order count, revenue in integer cents (exact whatever the file order), customers.
 QUERY = ("SELECT event_date, country, count(*) AS orders, sum(CAST(round(amount * 100) AS BIGINT)) AS cents, "
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         stem = write(doc, "Small files and compaction",
                      f"Query (median of {args.runs} runs after {args.warmup} untimed):\n\n```sql\n{QUERY}\n```\n\n"
                      + "\n".join(table_md) + "\n\n"
-                     + "".join(f"![{fmt} file sizes]({doc['benchmark']}-{doc['at'][:10]}-{fmt}.png)\n"
+                     + "".join(f"![{fmt} file sizes]({result_name(doc)}-{fmt}.png)\n"
                                for fmt, *_ in plots))
         for fmt, sizes_before, sizes_after, target in plots:
             plot_sizes(f"{stem}-{fmt}.png", [(f"{fmt} before", sizes_before), (f"{fmt} after", sizes_after)], target)

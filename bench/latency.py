@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import document, write
+from bench.common import document, result_name, write
 from bench.delta_log import DeltaLogReader, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         stem = write(doc, "Commit-visible latency into Delta",
                      f"One system at a time. Latency = Delta commit timestamp - intended send time, rows sent after "
                      f"the {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table)
-                     + f"\n\n![latency by system and rate]({doc['benchmark']}-{doc['at'][:10]}.png)\n")
+                     + f"\n\n![latency by system and rate]({result_name(doc)}.png)\n")
         plot_latency(f"{stem}.png", results)
     return 0 if all(r["exact"] for r in results) else 3
 

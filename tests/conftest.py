@@ -15,3 +15,13 @@ os.environ.update({
     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
 })
+
+
+def pytest_runtest_logreport(report):
+    """Print a failure's traceback the moment it happens, not only in the end-of-run summary: a CI run cut off by
+    its time limit never reaches the summary, and then the log would say FAILED without saying why."""
+    if report.failed:
+        import sys
+
+        sys.stderr.write(f"\n[test] FAILED {report.nodeid} ({report.when}):\n{report.longreprtext[-6000:]}\n")
+        sys.stderr.flush()

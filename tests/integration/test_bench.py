@@ -16,11 +16,12 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.heavy  # ~14 min: Spark drivers for the latency, drain and recovery peers, a drain, a small-files run
+@pytest.mark.heavy  # ~12 min: Spark drivers for the latency, drain and recovery peers, a drain, a small-files run
+@pytest.mark.timeout(1500)
 def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     recorded = {p: p.stat().st_mtime for p in (REPO / "bench" / "results").iterdir()}
     done = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=REPO, capture_output=True, text=True,
-                          timeout=1800, env={**os.environ, "TMPDIR": str(tmp_path)})
+                          timeout=1400, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     lines = [json.loads(line.strip()) for line in done.stdout.splitlines()
              if line.strip().startswith("{") and '"exact"' in line]

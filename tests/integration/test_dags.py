@@ -91,7 +91,7 @@ def test_freshness_dag_passes_when_fresh_and_fails_when_lag_breaches(airflow_db,
     assert check.state == "failed"
 
 
-@pytest.mark.heavy  # the drill itself is covered by test_drill in the default run
+@pytest.mark.soak  # ~9 min; the drill itself is covered by test_drill in the default run
 def test_drill_dag_runs_setup_drill_teardown_and_reports(airflow_db, pipeline_conf, settings, spark):
     data = pipeline_dict("delta")
     config = load_pipeline(pipeline_conf(data))
@@ -123,7 +123,7 @@ def _table_conf(conf_dir, data: dict, compaction: dict) -> str:
     return data["pipeline"]
 
 
-@pytest.mark.heavy  # ~5 min of task processes; compaction itself is in test_maintenance's default tests
+@pytest.mark.soak  # ~14 min of task processes; compaction itself is in test_maintenance's default tests
 def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(airflow_db, pipeline_conf,
                                                                               conf_dir, settings, spark):
     data = pipeline_dict("iceberg")

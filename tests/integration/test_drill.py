@@ -63,7 +63,7 @@ def test_drill_scenarios_pass_and_clean_up(fmt, scenarios, conf_dir, settings, s
     assert not [t for t in topics if drill.run_id in t], "drill topics are deleted after a passed scenario"
 
 
-@pytest.mark.heavy
+@pytest.mark.soak
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 def test_drill_all_scenarios(fmt, conf_dir, settings, spark, tmp_path):
     drill = _drill(fmt, conf_dir, settings, spark, tmp_path)
@@ -81,7 +81,7 @@ class _BrokenRecoveryDrill(Drill):
         return fault_at, recovered
 
 
-@pytest.mark.heavy
+@pytest.mark.soak
 def test_a_drill_that_finds_duplicates_fails_and_keeps_its_copy(conf_dir, settings, spark, tmp_path):
     config = load_pipeline(write_pipeline(conf_dir, pipeline_dict("delta")))
     drill = _BrokenRecoveryDrill(config, settings, spark, events=1600, batch_size=400,
@@ -95,7 +95,7 @@ def test_a_drill_that_finds_duplicates_fails_and_keeps_its_copy(conf_dir, settin
     assert not HadoopFS(spark).exists(result.location)
 
 
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_repair_fixes_a_real_checkpoint_and_the_next_run_is_exact(fmt, conf_dir, settings, spark):
     """Damage a real Spark checkpoint on S3 three ways; repair detects and fixes each; runs stay exact."""
     data = pipeline_dict(fmt)

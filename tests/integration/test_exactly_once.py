@@ -182,8 +182,8 @@ def _wait_for(check, what, timeout=180):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.heavy  # Delta in CI; Iceberg (the same batch code, another sink) in the soak run
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings, spark, tmp_path):
     """kill -9 the driver at 5 random moments while a producer keeps writing; restart each time; exact."""
     data = pipeline_dict(fmt)

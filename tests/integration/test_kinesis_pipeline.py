@@ -1,6 +1,6 @@
 """Kinesis -> Delta / Iceberg pipelines, exactly once, against the stack's moto Kinesis and real Spark: steady
 run with several shards and bad records, lost checkpoint (rebuild from the table's offsets), SIGKILL between the
-two commits and between the table commit and Spark's commit log, and kill -9 at random moments (heavy)."""
+two commits and between the table commit and Spark's commit log, and kill -9 at random moments (soak)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_kinesis_lost_checkpoint_resumes_from_table_offsets(fmt, conf_dir, setti
 
 # Delta only: the crash points sit in the source-neutral batch code, and the Kafka suite runs them on both sinks;
 # the random kill -9 test below covers Kinesis into Iceberg. (Three driver JVMs, ~4.5 min; CI time is finite.)
-@pytest.mark.heavy
+@pytest.mark.soak
 @pytest.mark.parametrize("fmt", ["delta"])
 def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, request):
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
@@ -114,7 +114,7 @@ def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, 
     _assert_exact(reconcile(config, settings, request.getfixturevalue("spark")), 4000, bad)
 
 
-@pytest.mark.heavy
+@pytest.mark.soak
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings, request, tmp_path):
     """kill -9 the driver at 3 random moments while a producer keeps writing; restart each time; exact."""
@@ -160,7 +160,7 @@ def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, s
     assert report.commits >= 3
 
 
-@pytest.mark.heavy  # ~2.5 min per format; the source-level split test runs by default
+@pytest.mark.soak  # ~2.5 min per format; the source-level split test runs by default
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kinesis_shard_split_mid_run_is_exact(fmt, conf_dir, settings, spark):
     """Split a shard while the stream runs (moto with Kinesis-like split, see test_kinesis_source): exact, and

@@ -188,8 +188,7 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
     finally:
         stop.set()
         producer.join(60)
-    target = produced["count"]
-    _wait_for(lambda: _landed(spark, config, settings) >= target, "the stream to catch up", stream, tmp_path)
+    _wait_for_catch_up(lambda: _landed(spark, config, settings), produced["count"], stream, tmp_path)
     stream.send_signal(signal.SIGTERM)
     assert stream.wait(120) == 0, (tmp_path / "stream.log").read_text()[-3000:]
     log.close()
@@ -290,6 +289,25 @@ def _landed(spark, config, settings) -> int:
     return main.read().count() + dead.read().count()
 
 
+def _wait_for_catch_up(landed, target, stream, tmp_path, stall_timeout=180, timeout=1200):
+    """Wait until the stream has landed `target` records. Fails if it stops making progress for `stall_timeout`
+    seconds (a stuck stream), not merely because a slow runner drains the backlog slowly."""
+    deadline = time.monotonic() + timeout
+    best, progress_at = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
+        count = landed()
+        if count >= target:
+            return
+        if count > best:
+            best, progress_at = count, time.monotonic()
+        elif time.monotonic() - progress_at > stall_timeout:
+            raise AssertionError(f"the stream stopped at {count} of {target} records for {stall_timeout}s:\n"
+                                 + (tmp_path / "stream.log").read_text()[-3000:])
+        time.sleep(2)
+    raise AssertionError(f"the stream landed {best} of {target} records in {timeout}s")
+
+
 def _wait_for(check, what, stream, tmp_path, timeout=300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -297,4 +315,5 @@ def _wait_for(check, what, stream, tmp_path, timeout=300):
         if check():
             return
         time.sleep(2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}:\n"
+                         + (tmp_path / "stream.log").read_text()[-3000:])

@@ -1,0 +1,29 @@
+"""The cross-benchmark summary table: Lakeline against each peer as a ratio, and a loud note when a run was not
+exact (except delta-rs after a kill, which is at-least-once by design)."""
+
+from bench.summary import exactness, render
+
+
+def _docs(lakeline_exact=True, deltars_exact=False):
+    latency = [{"system": s, "rate": rate, "latency_p50": p50, "latency_p99": p50 * 2, "median_commit_gap_s": gap,
+                "exact": True}
+               for rate in (20, 20000)
+               for s, p50, gap in (("lakeline", 1.0, 0.5), ("spark-delta", 2.0, 1.0), ("delta-rs", 0.25, 0.25))]
+    recovery = [{"system": "lakeline", "recovery_s": 30.0, "exact": lakeline_exact},
+                {"system": "spark-delta", "recovery_s": 60.0, "exact": True},
+                {"system": "delta-rs", "recovery_s": 10.0, "exact": deltars_exact}]
+    return {"latency": {"at": "t1", "results": latency}, "recovery": {"at": "t2", "results": recovery}}
+
+
+def test_ratios_are_lakeline_over_each_peer_and_targets_sit_on_the_20k_row():
+    table = render(_docs())
+    row = next(line for line in table.splitlines() if "p50 s at 20,000" in line).split(" | ")
+    assert row[1:7] == ["1.00", "2.00", "0.25", "0.50x", "4.00x", "<= 1.0 s |"]
+    gap = next(line for line in table.splitlines() if "commit gap" in line)
+    assert "at 20 msg/s" in gap and "0.50x" in gap and "2.00x" in gap and "<= 0.3 s" in gap
+    assert "recovery s after kill -9 (lakeline) | 30.0 | 60.0 | 10.0 | 0.50x | 3.00x" in table
+
+
+def test_a_run_that_was_not_exact_is_named_but_delta_rs_after_a_kill_is_not():
+    assert exactness(_docs()) == "every system exact in every run"
+    assert exactness(_docs(lakeline_exact=False)) == "NOT exact: recovery: lakeline"
