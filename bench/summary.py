@@ -86,8 +86,8 @@ def render(docs: dict[str, dict]) -> str:
             "target (Lakeline) |")
     lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(docs)]
-    sources = ", ".join(f"`{name}` ({doc['at']})" for name, doc in docs.items())
-    return "\n".join(lines) + f"\n\nFrom: {sources}. {exactness(docs)}.\n"
+    sources = "\n".join(f"- {name}: `{doc['command']}` at {doc['at']}" for name, doc in docs.items())
+    return "\n".join(lines) + f"\n\n{exactness(docs).capitalize()}. From:\n{sources}\n"
 
 
 def load(stems: list[str]) -> dict[str, dict]:

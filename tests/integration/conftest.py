@@ -85,7 +85,7 @@ def _driver_children(pid: int) -> list[int]:
 @pytest.fixture(autouse=True)
 def no_leftover_drivers():
     """A test that fails while a driver subprocess runs must not leave it running: on a 2-core runner a leftover
-    local[N] driver slows every later test (in CI that pushed the suite past its time limit)."""
+    local[N] driver slows every later test and can push the suite past CI's time limit."""
     yield
     leftovers = _driver_children(os.getpid())
     for pid in leftovers:
