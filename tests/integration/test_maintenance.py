@@ -289,7 +289,7 @@ def _landed(spark, config, settings) -> int:
     return main.read().count() + dead.read().count()
 
 
-def _wait_for_catch_up(landed, target, stream, tmp_path, stall_timeout=180, timeout=1200):
+def _wait_for_catch_up(landed, target, stream, tmp_path, stall_timeout=180, timeout=600):
     """Wait until the stream has landed `target` records. Fails if it stops making progress for `stall_timeout`
     seconds (a stuck stream), not merely because a slow runner drains the backlog slowly."""
     deadline = time.monotonic() + timeout
