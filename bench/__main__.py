@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 
 from bench import compaction, drain, drain_peers, latency, recovery, summary
-from bench.common import RESULTS
+from bench.common import RESULTS, result_name
 
 REFERENCE = {
     "drain": ["--count", "1000000"],
@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         written = _written_since(run_started, args.only)
         if written:
             print("\n" + summary.render(written))
-            tag = os.environ.get("LAKELINE_BENCH_TAG", "")
-            name = f"summary-{datetime.now(UTC).date().isoformat()}" + (f"-{tag}" if tag else "")
+            name = result_name({"benchmark": "summary", "at": datetime.now(UTC).isoformat()})
             print(f"written {summary.write_summary(written, name)}")
     print("\nall benchmarks exact" if not failed else f"\nnot exact or failed: {', '.join(failed)}")
     return 3 if failed else 0

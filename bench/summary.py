@@ -22,21 +22,21 @@ def _ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}x" if theirs else "-"
 
 
+def _compare(label: str, by: dict[str, dict], key: str, fmt: str, target: str, ours: str = "lakeline") -> tuple:
+    """One row: `ours` and each peer's `key` formatted with `fmt`, then Lakeline / peer ratios, then the target."""
+    value = by[ours][key]
+    return (label, format(value, fmt), *(format(by[p][key], fmt) if p in by else "-" for p in PEERS),
+            *(_ratio(value, by[p][key]) if p in by else "-" for p in PEERS), target)
+
+
 def _rows(docs: dict[str, dict]) -> list[tuple[str, ...]]:
     """(measure, Lakeline, plain Spark, delta-rs, Lakeline / plain Spark, Lakeline / delta-rs, target) rows."""
     rows: list[tuple[str, ...]] = []
     if doc := docs.get("drain-peers"):
         by = {r["system"]: r for r in doc["results"]}
         if "lakeline" in by:
-            ours = by["lakeline"]
-            rows.append(("drain, records/s (1M clean, Delta)", f"{ours['records_per_s']:,}",
-                         *(f"{by[p]['records_per_s']:,}" if p in by else "-" for p in PEERS),
-                         *(_ratio(ours["records_per_s"], by[p]["records_per_s"]) if p in by else "-" for p in PEERS),
-                         TARGETS["drain"]))
-            rows.append(("drain, CPU s per 1M", f"{ours['cpu_s_per_million']}",
-                         *(f"{by[p]['cpu_s_per_million']}" if p in by else "-" for p in PEERS),
-                         *(_ratio(ours["cpu_s_per_million"], by[p]["cpu_s_per_million"]) if p in by else "-"
-                           for p in PEERS), ""))
+            rows.append(_compare("drain, records/s (1M clean, Delta)", by, "records_per_s", ",", TARGETS["drain"]))
+            rows.append(_compare("drain, CPU s per 1M", by, "cpu_s_per_million", "", ""))
     if doc := docs.get("drain"):
         for r in doc["results"]:
             rows.append((f"drain with 1% bad, records/s ({r['format']}, Lakeline only)", f"{r['records_per_s']:,}",
@@ -47,26 +47,18 @@ def _rows(docs: dict[str, dict]) -> list[tuple[str, ...]]:
             by = {r["system"]: r for r in doc["results"] if r["rate"] == rate}
             if "lakeline" not in by:
                 continue
-            for key, label, target in (("latency_p50", "p50", "latency_p50"), ("latency_p99", "p99", "latency_p99")):
-                rows.append((f"latency {label} s at {rate:,} msg/s", f"{by['lakeline'][key]:.2f}",
-                             *(f"{by[p][key]:.2f}" if p in by else "-" for p in PEERS),
-                             *(_ratio(by["lakeline"][key], by[p][key]) if p in by else "-" for p in PEERS),
-                             TARGETS[target] if rate == 20000 else ""))
+            for key, label in (("latency_p50", "p50"), ("latency_p99", "p99")):
+                rows.append(_compare(f"latency {label} s at {rate:,} msg/s", by, key, ".2f",
+                                     TARGETS[key] if rate == 20000 else ""))
             if rate == rates[0]:
-                key = "median_commit_gap_s"
-                rows.append((f"commit gap s at {rate:,} msg/s (fixed cost per batch)", f"{by['lakeline'][key]:.2f}",
-                             *(f"{by[p][key]:.2f}" if p in by else "-" for p in PEERS),
-                             *(_ratio(by["lakeline"][key], by[p][key]) if p in by else "-" for p in PEERS),
-                             TARGETS["gap"]))
+                rows.append(_compare(f"commit gap s at {rate:,} msg/s (fixed cost per batch)", by,
+                                     "median_commit_gap_s", ".2f", TARGETS["gap"]))
     if doc := docs.get("recovery"):
         by = {r["system"]: r for r in doc["results"]}
         for system in ("lakeline", "lakeline (warm standby)"):
             if system in by:
-                ours = by[system]["recovery_s"]
-                rows.append((f"recovery s after kill -9 ({system})", f"{ours:.1f}",
-                             *(f"{by[p]['recovery_s']:.1f}" if p in by else "-" for p in PEERS),
-                             *(_ratio(ours, by[p]["recovery_s"]) if p in by else "-" for p in PEERS),
-                             TARGETS["recovery"]))
+                rows.append(_compare(f"recovery s after kill -9 ({system})", by, "recovery_s", ".1f",
+                                     TARGETS["recovery"], ours=system))
     if doc := docs.get("compaction"):
         for r in doc["results"]:
             rows.append((f"query speedup after compaction ({r['format']}, Spark / DuckDB)",

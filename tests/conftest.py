@@ -4,6 +4,7 @@ metadata DB), no example DAGs, and the repo's dags/ as the DAGs folder."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,7 +22,5 @@ def pytest_runtest_logreport(report):
     """Print a failure's traceback the moment it happens, not only in the end-of-run summary: a CI run cut off by
     its time limit never reaches the summary, and then the log would say FAILED without saying why."""
     if report.failed:
-        import sys
-
         sys.stderr.write(f"\n[test] FAILED {report.nodeid} ({report.when}):\n{report.longreprtext[-6000:]}\n")
         sys.stderr.flush()

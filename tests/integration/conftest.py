@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -57,28 +56,18 @@ def conf_dir(tmp_path) -> Path:
     return path
 
 
-def _driver_children(pid: int) -> list[int]:
-    """Descendants of `pid` that are pipeline or benchmark drivers started by a test (not the stack, not the
-    session's own Spark JVM)."""
-    children: dict[int, list[int]] = {}
+def _leftover_drivers() -> list[int]:
+    """Pipeline or benchmark drivers this test process started that still run (not the stack, not the session's
+    own Spark JVM). A driver's JVM exits with it, so direct children are enough."""
+    found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) if entry.name.isdigit() else 0
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if parent == os.getpid() else []
         except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
-        children.setdefault(parent, []).append(int(entry.name))
-    found, queue = [], list(children.get(pid, []))
-    while queue:
-        child = queue.pop()
-        queue.extend(children.get(child, []))
-        try:
-            argv = (Path("/proc") / str(child) / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
         if b"ingest.cli" in argv or b"bench" in argv or any(a.startswith(b"bench.") for a in argv):
-            found.append(child)
+            found.append(int(entry.name))
     return found
 
 
@@ -87,18 +76,10 @@ def no_leftover_drivers():
     """A test that fails while a driver subprocess runs must not leave it running: on a 2-core runner a leftover
     local[N] driver slows every later test and can push the suite past CI's time limit."""
     yield
-    leftovers = _driver_children(os.getpid())
-    for pid in leftovers:
+    for pid in _leftover_drivers():
         print(f"[test] killing a driver the test left running: pid {pid}")
         try:
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
-    for pid in leftovers:
-        deadline = time.monotonic() + 30
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            try:
-                os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child
-            except ChildProcessError:
-                pass  # a grandchild: init reaps it
-            time.sleep(0.1)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            continue  # already gone, or reaped by its Popen
