@@ -42,6 +42,12 @@ HEARTBEAT_STALE_SECONDS = 60.0
 HEARTBEAT_FILE = "_lakeline/heartbeat"
 
 
+# Spark settings of a pipeline's own session, unless LAKELINE_SPARK_CONF says otherwise. The pipeline's only cache
+# is each micro-batch's decoded records, read two or three times within seconds and then dropped: compressing it
+# cost more than it saved (a 1M-record batch 49.8 s -> 43.9 s and 12 % less CPU, bench/results/tuning-2026-11-23.md).
+# A `lakeline reconcile` process (it caches a whole table's coordinates) keeps Spark's compressed cache.
+PIPELINE_SPARK_DEFAULTS = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+
 # Consumer properties Lakeline sets on Spark's Kafka source unless the pipeline's source.options say otherwise.
 # fetch.max.wait.ms: a micro-batch's range nearly always ends at the log end, and each partition's task then makes
 # one more fetch that the broker holds for fetch.max.wait.ms (default 500 ms) waiting for data that is not part of
@@ -71,6 +77,11 @@ class RunSummary:
     @property
     def dead_letters(self) -> int:
         return sum(b.dead_letters for b in self.batches)
+
+
+def pipeline_spark_defaults(settings: Settings) -> dict[str, str]:
+    """PIPELINE_SPARK_DEFAULTS less what the operator set in LAKELINE_SPARK_CONF (theirs wins)."""
+    return {key: value for key, value in PIPELINE_SPARK_DEFAULTS.items() if key not in settings.spark_conf}
 
 
 def classify_commit_error(exc: BaseException) -> type[LakelineError] | None:
@@ -110,7 +121,8 @@ class Pipeline:
         if self._spark is None:
             from ingest.spark import build_spark
 
-            self._spark = build_spark(self.settings, app_name=f"lakeline-{self.config.pipeline}")
+            self._spark = build_spark(self.settings, app_name=f"lakeline-{self.config.pipeline}",
+                                      extra=pipeline_spark_defaults(self.settings))
         return self._spark
 
     # ---- start-up -------------------------------------------------------------------------------------------

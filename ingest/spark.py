@@ -62,10 +62,6 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         # A JSON object with a repeated key must not fail the whole batch (poison pill); the last value wins.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.shuffle.partitions": "4",
-        # The only cache is each micro-batch's decoded records, read two or three times within seconds and then
-        # dropped. Compressing it cost more than it saved: a 1M-record batch 52.8 s -> 44.0 s, CPU -13 %
-        # (bench/results/tuning-2026-11-23.md). A large batch that does not fit in memory still spills to disk.
-        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.ui.enabled": "false",
         "spark.sql.debug.maxToStringFields": "500",
         "spark.ui.showConsoleProgress": "false",

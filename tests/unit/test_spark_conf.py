@@ -92,6 +92,20 @@ def test_operator_spark_conf_overrides_the_defaults(jars, tmp_path):
     assert conf["spark.sql.adaptive.enabled"] == "false"
 
 
+def test_pipeline_session_caches_uncompressed_unless_the_operator_says_otherwise(jars, tmp_path):
+    from ingest.pipeline import pipeline_spark_defaults
+    from ingest.settings import load_settings
+
+    (tmp_path / "empty.env").write_text("")
+    base = {"LAKELINE_SPARK_JARS_DIR": str(jars), "LAKELINE_ENV_FILE": str(tmp_path / "empty.env")}
+    key = "spark.sql.inMemoryColumnarStorage.compressed"
+    settings = load_settings(base)
+    assert key not in spark_conf(settings, "t")  # other commands (reconcile) keep Spark's default
+    assert spark_conf(settings, "t", pipeline_spark_defaults(settings))[key] == "false"
+    operator = load_settings({**base, "LAKELINE_SPARK_CONF": '{"%s": true}' % key})
+    assert spark_conf(operator, "t", pipeline_spark_defaults(operator))[key] == "true"
+
+
 @pytest.mark.parametrize("value,names", [("{not json", "not valid JSON"), ('["spark.x"]', "JSON object"),
                                          ('{"sql.shuffle.partitions": "8"}', 'start with "spark."')])
 def test_bad_operator_spark_conf_names_the_variable(value, names, tmp_path):
