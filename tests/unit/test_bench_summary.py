@@ -28,3 +28,11 @@ def test_ratios_are_lakeline_over_each_peer_and_targets_sit_on_the_20k_row():
 def test_a_run_that_was_not_exact_is_named_but_delta_rs_after_a_kill_is_not():
     assert exactness(_docs()) == "every system exact in every run"  # rendered capitalised under the table
     assert exactness(_docs(lakeline_exact=False)) == "NOT exact: recovery: lakeline"
+
+
+def test_a_run_without_a_trickle_rate_has_no_fixed_cost_row():
+    docs = _docs()
+    docs["latency"]["results"] = [r for r in docs["latency"]["results"] if r["rate"] == 20000]
+    table = render(docs)
+    assert "p50 s at 20,000" in table
+    assert "commit gap" not in table  # a 20,000 msg/s commit gap is the batch size, not the fixed cost
