@@ -79,11 +79,6 @@ class RunSummary:
         return sum(b.dead_letters for b in self.batches)
 
 
-def pipeline_spark_defaults(settings: Settings) -> dict[str, str]:
-    """PIPELINE_SPARK_DEFAULTS less what the operator set in LAKELINE_SPARK_CONF (theirs wins)."""
-    return {key: value for key, value in PIPELINE_SPARK_DEFAULTS.items() if key not in settings.spark_conf}
-
-
 def classify_commit_error(exc: BaseException) -> type[LakelineError] | None:
     """Map a Delta/Iceberg commit failure onto the taxonomy (None: not a commit-outcome problem)."""
     text = f"{type(exc).__name__}: {exc}"
@@ -122,7 +117,7 @@ class Pipeline:
             from ingest.spark import build_spark
 
             self._spark = build_spark(self.settings, app_name=f"lakeline-{self.config.pipeline}",
-                                      extra=pipeline_spark_defaults(self.settings))
+                                      defaults=PIPELINE_SPARK_DEFAULTS)
         return self._spark
 
     # ---- start-up -------------------------------------------------------------------------------------------

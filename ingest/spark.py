@@ -49,8 +49,10 @@ def jdbc_uri(catalog_uri: str) -> str:
                       f"or a jdbc: URI.")
 
 
-def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """All Spark settings as a plain dict (testable without a JVM)."""
+def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None = None,
+               defaults: dict[str, str] | None = None) -> dict[str, str]:
+    """All Spark settings as a plain dict (testable without a JVM). `defaults` are a caller's own defaults (the
+    operator's LAKELINE_SPARK_CONF wins over them); `extra` wins over everything."""
     jars = spark_jars(settings)
     conf: dict[str, str] = {
         "spark.app.name": app_name,
@@ -122,12 +124,14 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         })
         if settings.warehouse:
             conf[f"{prefix}.warehouse"] = settings.warehouse
+    conf.update(defaults or {})
     conf.update(settings.spark_conf)  # the operator's LAKELINE_SPARK_CONF wins over the defaults above
     conf.update(extra or {})
     return conf
 
 
-def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str, str] | None = None) -> "SparkSession":
+def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str, str] | None = None,
+                defaults: dict[str, str] | None = None) -> "SparkSession":
     """A SparkSession for local[N] or a cluster master (LAKELINE_SPARK_MASTER), ready for Delta and Iceberg on S3."""
     os.environ.setdefault("PYSPARK_PYTHON", settings.python)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings.python)
@@ -139,7 +143,7 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     # drowns the pipeline's own progress lines.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings, app_name, extra).items():
+    for key, value in spark_conf(settings, app_name, extra, defaults).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKELINE_SPARK_LOG_LEVEL", "WARN"))

@@ -93,7 +93,7 @@ def test_operator_spark_conf_overrides_the_defaults(jars, tmp_path):
 
 
 def test_pipeline_session_caches_uncompressed_unless_the_operator_says_otherwise(jars, tmp_path):
-    from ingest.pipeline import pipeline_spark_defaults
+    from ingest.pipeline import PIPELINE_SPARK_DEFAULTS as pipeline
     from ingest.settings import load_settings
 
     (tmp_path / "empty.env").write_text("")
@@ -101,9 +101,9 @@ def test_pipeline_session_caches_uncompressed_unless_the_operator_says_otherwise
     key = "spark.sql.inMemoryColumnarStorage.compressed"
     settings = load_settings(base)
     assert key not in spark_conf(settings, "t")  # other commands (reconcile) keep Spark's default
-    assert spark_conf(settings, "t", pipeline_spark_defaults(settings))[key] == "false"
+    assert spark_conf(settings, "t", defaults=pipeline)[key] == "false"
     operator = load_settings({**base, "LAKELINE_SPARK_CONF": '{"%s": true}' % key})
-    assert spark_conf(operator, "t", pipeline_spark_defaults(operator))[key] == "true"
+    assert spark_conf(operator, "t", defaults=pipeline)[key] == "true"
 
 
 @pytest.mark.parametrize("value,names", [("{not json", "not valid JSON"), ('["spark.x"]', "JSON object"),
