@@ -3,8 +3,9 @@ cached in a local[2] Spark, each variant written to Spark's `noop` sink; median 
 
     .venv/bin/python -m bench.decode --count 400000 --runs 5
 
-Variants: `scan` (read the cached bytes), `typed parse` (one `from_json` into the declared struct, the floor of
-any decode), `decode` (ingest.transforms.decode: what a batch pays to type, check and classify every record).
+Variants: `scan` (read the cached bytes), `typed parse` (one `from_json` into the declared struct),
+`clean-record decoder` (Lakeline's one-pass JVM decoder alone: typed values for clean records, null for others),
+`decode` (ingest.transforms.decode: what a batch pays to type, check and classify every record).
 No broker, S3 or table: this isolates the per-record CPU cost that the latency benchmark sees inside a batch.
 """
 
@@ -47,9 +48,11 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from ingest.transforms import decode, record_struct
+    from ingest.spark import lakeline_jar
+    from ingest.transforms import clean_record_decoder, decode, record_struct
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-decode")
+             .config("spark.driver.extraClassPath", lakeline_jar())
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -60,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         "scan": frame.select(F.length("_raw")),
         "typed parse": frame.select(F.from_json(F.col("_raw").cast("string"), record_struct(schema)).alias("t"))
         .select("t.*"),
+        "clean-record decoder": frame.select(clean_record_decoder(spark, schema).alias("t")).select("t.*"),
         "decode": decode(frame, schema),
     }
     results = []

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
-# Built by infra/setup.sh from infra/logstore/: Delta commits on S3 with a conditional PUT (If-None-Match: *), so
-# several drivers (the stream, maintenance) can write one table. See ARCHITECTURE.md, "Several writers on S3".
+# Lakeline's own JVM classes, built by infra/setup.sh from infra/logstore/ (the jar keeps its first name). Delta
+# commits on S3 with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write one
+# table (ARCHITECTURE.md, "Several writers on S3"); and the one-pass decoder of clean records (ingest.transforms).
 DELTA_S3_LOGSTORE_JAR = "lakeline-delta-logstore.jar"
 DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 # From the same jar: Spark's checkpoint entries (offsets/N, commits/N) and Delta's N.crc written on s3a:// as one
@@ -37,6 +38,17 @@ def spark_jars(settings: Settings) -> list[str]:
         raise ConfigError(f"Spark connector jars are missing in {folder}: run `bash infra/setup.sh` "
                           f"(or set LAKELINE_SPARK_JARS_DIR to a folder holding them).")
     return jars
+
+
+def lakeline_jar() -> str:
+    """Path of Lakeline's own jar in the resolved jars, for a bare SparkSession without the connectors (the unit
+    tests, bench.decode): `spark.driver.extraClassPath`."""
+    from infra.paths import jars_dir
+
+    jar = jars_dir("spark") / DELTA_S3_LOGSTORE_JAR
+    if not jar.is_file():
+        raise ConfigError(f"{jar} is missing: run `bash infra/setup.sh`.")
+    return str(jar)
 
 
 def jdbc_uri(catalog_uri: str) -> str:

@@ -8,15 +8,18 @@ for a metadata column.)
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (BinaryType, BooleanType, DataType, DateType, DoubleType, IntegerType, LongType,
                                StringType, StructField, StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
+from ingest.errors import ConfigError
 
 SPARK_TYPES: dict[str, DataType] = {
     "string": StringType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
@@ -155,44 +158,62 @@ def _names_where(conditions: list[tuple[str, Column]]) -> Column:
     return F.when(F.size(names) > 0, F.array_join(names, ", "))
 
 
+# Lakeline's JVM decoder for plainly clean records (infra/logstore/io/lakeline/spark/CleanRecordDecoder.java,
+# built into the Lakeline jar by infra/setup.sh).
+CLEAN_RECORD_DECODER = "io.lakeline.spark.CleanRecordDecoder"
+
+
+def clean_record_decoder(spark: SparkSession, schema: RecordSchema) -> Column:
+    """`_raw` through Lakeline's one-pass JVM decoder: the typed struct for a plainly clean record (exactly what
+    `from_json` into `record_struct(schema)` gives), null for every other record. Registered once per session
+    and schema."""
+    spec = json.dumps({"fields": [{"name": f.name, "type": f.type, "required": f.required} for f in schema.fields],
+                       "max_bytes": schema.max_record_bytes,
+                       "time_zone": spark.conf.get("spark.sql.session.timeZone")}, sort_keys=True)
+    name = "lakeline_clean_record_" + hashlib.sha1(spec.encode()).hexdigest()[:12]
+    if not spark.catalog.functionExists(name):
+        from py4j.protocol import Py4JError
+
+        jvm = spark.sparkContext._jvm  # noqa: SLF001 - py4j: a Java UDF object with its config
+        try:
+            decoder = getattr(jvm, CLEAN_RECORD_DECODER)(spec)
+        except (TypeError, Py4JError) as exc:  # a class py4j cannot find is a package, and not callable
+            raise ConfigError(f"{CLEAN_RECORD_DECODER} could not be created ({exc}): the Lakeline jar is missing "
+                              f"from this Spark session's classpath; run `bash infra/setup.sh`") from exc
+        return_type = spark._jsparkSession.parseDataType(record_struct(schema).json())  # noqa: SLF001
+        spark._jsparkSession.udf().register(name, decoder, return_type)  # noqa: SLF001
+    return F.call_function(name, F.col("_raw"))
+
+
 def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     """Parse `_raw` as JSON against `schema`. Adds the typed fields, `_rescued_data` (undeclared fields as JSON),
     and `_error` / `_error_detail` (null for good records). Never drops a record.
 
-    Every record gets the typed parse and its top-level key list. A record is clean when its keys are exactly
-    declared fields, each present one typed non-null, each absent one optional: most records, and for them the
-    typed parse is the answer. Only the others are parsed a second time as a string map, which tells a missing
-    field from a null, names the mismatched fields and keeps the undeclared ones (bench.decode: 7.7 -> 4.6 us
-    per record against always parsing twice)."""
+    A plainly clean record (keys exactly declared fields, each present one typed non-null, each absent one
+    optional) is decoded in one JSON pass by `clean_record_decoder`: the common case. Every other record takes the
+    exact path, Spark's own functions: a parse into the declared struct (the typed values) and one into a string
+    map, which tells a missing field from a null, names the mismatched fields and keeps the undeclared ones.
+    Costs per record: bench/results/tuning-2026-11-24.md."""
     text = F.col("_raw").cast("string")
-    # Built in stages, each referring to the previous stage's columns: one big nested expression would be
-    # re-optimised by Catalyst for every action of every micro-batch.
-    parsed = raw.select("*", F.from_json(text, record_struct(schema)).alias("__typed"),
-                        F.json_object_keys(text).alias("__keys"),
-                        F.length(F.col("_raw")).alias("__size"), F.is_valid_utf8(text).alias("__utf8"))
-    keys, typed = F.col("__keys"), F.col("__typed")
-    has = {f.name: F.array_contains(keys, f.name) for f in schema.fields}
-    field_ok = [typed.getField(f.name).isNotNull() | (F.lit(not f.required) & ~has[f.name]) for f in schema.fields]
-    declared_present = reduce(lambda a, b: a + b, [has[f.name].cast("int") for f in schema.fields])
-    clean = keys.isNotNull() & (F.size(keys) == declared_present) & reduce(lambda a, b: a & b, field_ok)
-    staged = parsed.select("*", clean.alias("__clean"))
-    suspect = ~F.col("__clean")
-    mapped = staged.select("*", F.when(suspect, F.from_json(text, "map<string,string>")).alias("__map"))
+    fast = raw.select("*", clean_record_decoder(raw.sparkSession, schema).alias("__fast"))
+    exact = F.col("__fast").isNull()
+    # Three plan stages, the fewest that evaluate each parse once per record: the fast decoder, then the exact
+    # path's two parses (only for the records the fast decoder left), then everything derived from them. Each
+    # stage copies the rows, and the stages holding JSON functions run outside whole-stage code generation.
+    parsed = fast.select("*", F.when(exact, F.from_json(text, "map<string,string>")).alias("__map"),
+                         F.when(exact, F.from_json(text, record_struct(schema))).alias("__typed"),
+                         F.length(F.col("_raw")).alias("__size"), F.is_valid_utf8(text).alias("__utf8"))
+    typed, size = F.col("__typed"), F.col("__size")
     present = {f.name: F.col("__map").getItem(f.name).isNotNull() for f in schema.fields}
-    checked = mapped.select(
-        "*",
-        F.when(suspect, _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]))
-        .alias("__missing"),
-        F.when(suspect, _names_where([(f.name, present[f.name] & typed.getField(f.name).isNull())
-                                      for f in schema.fields])).alias("__mismatched"),
-    )
-    size, missing, mismatched = F.col("__size"), F.col("__missing"), F.col("__mismatched")
+    missing = F.when(exact, _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]))
+    mismatched = F.when(exact, _names_where([(f.name, present[f.name] & typed.getField(f.name).isNull())
+                                             for f in schema.fields]))
     reason, detail = _first_error([
         (F.col("_raw").isNull(), MALFORMED_JSON, F.lit("null payload")),
         (size > schema.max_record_bytes, OVERSIZE,
          F.format_string("payload is %d bytes; limit is %d", size, F.lit(schema.max_record_bytes))),
         (~F.col("__utf8"), INVALID_UTF8, F.lit("payload is not valid UTF-8")),
-        (suspect & F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
+        (exact & F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
         (missing.isNotNull(), MISSING_REQUIRED, F.concat(F.lit("missing: "), missing)),
         (mismatched.isNotNull(), TYPE_MISMATCH,
          F.concat(F.lit("wrong type for: "), mismatched, F.lit(" (raw: "),
@@ -201,10 +222,11 @@ def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
     ])
     declared = F.array(*[F.lit(f.name) for f in schema.fields])
     extra = F.map_filter("__map", lambda k, v: ~F.array_contains(declared, k))
-    rescued = F.when(suspect & (F.size(extra) > 0), F.to_json(extra))
-    fields = [typed.getField(f.name).alias(f.name) for f in schema.fields]
-    return checked.select(*raw.columns, *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
-                          detail.alias("_error_detail"))
+    rescued = F.when(exact & (F.size(extra) > 0), F.to_json(extra))
+    fields = [F.coalesce(F.col("__fast").getField(f.name), typed.getField(f.name)).alias(f.name)
+              for f in schema.fields]
+    return parsed.select(*raw.columns, *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
+                         detail.alias("_error_detail"))
 
 
 def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column) -> DataFrame:
