@@ -254,7 +254,15 @@ def _typed_config() -> PipelineConfig:
     return PipelineConfig.model_validate(spec)
 
 
-def test_clean_record_decoder_agrees_with_from_json_on_every_type(spark):
+@pytest.fixture(params=["UTC", "America/Los_Angeles"])
+def session_zone(request, spark):
+    """Timestamps without an offset are read in the session time zone, by both paths."""
+    spark.conf.set("spark.sql.session.timeZone", request.param)
+    yield request.param
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_clean_record_decoder_agrees_with_from_json_on_every_type(spark, session_zone):
     config = _typed_config()
     base = {n: cases[0] for n, cases in TYPE_CASES.items()}
     records = [base] + [{**base, name: value} for name, cases in TYPE_CASES.items() for value in cases[1:]]

@@ -41,7 +41,7 @@ public final class CleanRecordDecoder implements UDF1<byte[], Row> {
     private final String[] names;
     private final int[] types;
     private final boolean[] required;
-    private final int maxBytes;
+    private final long maxBytes;
     private final String timeZone;
 
     private transient JsonFactory factory;
@@ -70,8 +70,9 @@ public final class CleanRecordDecoder implements UDF1<byte[], Row> {
             types[i] = typeCode(field.get("type").asText());
             required[i] = field.get("required").asBoolean();
         }
-        maxBytes = root.get("max_bytes").asInt();
+        maxBytes = root.get("max_bytes").asLong();
         timeZone = root.get("time_zone").asText();
+        DateTimeUtils.getZoneId(timeZone);  // refuse a zone Spark would not take, here rather than in a task
     }
 
     private static int typeCode(String type) {
@@ -94,7 +95,7 @@ public final class CleanRecordDecoder implements UDF1<byte[], Row> {
             for (int i = 0; i < names.length; i++) {
                 index.put(names[i], i);
             }
-            zoneId = ZoneId.of(timeZone);
+            zoneId = DateTimeUtils.getZoneId(timeZone);  // Spark's reading of the session time zone
         }
     }
 
