@@ -20,7 +20,7 @@ from tests.helpers import pipeline_dict, write_pipeline
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
 def test_backup_while_running_then_restore_is_exact(fmt, conf_dir, settings, spark):
     data = pipeline_dict(fmt)
     data["source"]["max_offsets_per_trigger"] = 500
