@@ -21,10 +21,15 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from infra.paths import jars_dir
     from ingest.spark import lakeline_jar
 
+    lakeline_jar()  # fails with what to run when set-up has not built it
+    # Every resolved jar, not only Lakeline's: the JVM outlives this session, and integration tests that run later
+    # in the same pytest process get its classpath.
+    classpath = os.pathsep.join(str(p) for p in sorted(jars_dir("spark").glob("*.jar")))
     session = (SparkSession.builder.master("local[1]").appName("transforms")
-               .config("spark.driver.extraClassPath", lakeline_jar())
+               .config("spark.driver.extraClassPath", classpath)
                .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN").config("spark.sql.shuffle.partitions", "1")
                .getOrCreate())
