@@ -12,6 +12,7 @@ No broker, S3 or table: this isolates the per-record CPU cost that the latency b
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -48,11 +49,12 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from ingest.spark import lakeline_jar
+    from ingest.settings import load_settings
+    from ingest.spark import spark_jars
     from ingest.transforms import clean_record_decoder, decode, record_struct
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-decode")
-             .config("spark.driver.extraClassPath", lakeline_jar())
+             .config("spark.driver.extraClassPath", os.pathsep.join(spark_jars(load_settings())))
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

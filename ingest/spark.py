@@ -40,17 +40,6 @@ def spark_jars(settings: Settings) -> list[str]:
     return jars
 
 
-def lakeline_jar() -> str:
-    """Path of Lakeline's own jar in the resolved jars, for a bare SparkSession without the connectors (the unit
-    tests, bench.decode): `spark.driver.extraClassPath`."""
-    from infra.paths import jars_dir
-
-    jar = jars_dir("spark") / DELTA_S3_LOGSTORE_JAR
-    if not jar.is_file():
-        raise ConfigError(f"{jar} is missing: run `bash infra/setup.sh`.")
-    return str(jar)
-
-
 def jdbc_uri(catalog_uri: str) -> str:
     """pyiceberg's SQLAlchemy URI -> the JDBC URI Iceberg's JdbcCatalog wants (same SQLite file)."""
     if catalog_uri.startswith("sqlite:///"):

@@ -1,5 +1,5 @@
-"""The pure decode/shape functions on small in-memory frames (plain local Spark, no connectors; Lakeline's own jar
-for the clean-record decoder)."""
+"""The pure decode/shape functions on small in-memory frames (local Spark with the resolved jars, for Lakeline's
+clean-record decoder; no broker, S3 or tables)."""
 
 from __future__ import annotations
 
@@ -21,13 +21,12 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from infra.paths import jars_dir
-    from ingest.spark import lakeline_jar
+    from ingest.settings import load_settings
+    from ingest.spark import spark_jars
 
-    lakeline_jar()  # fails with what to run when set-up has not built it
-    # Every resolved jar, not only Lakeline's: the JVM outlives this session, and integration tests that run later
-    # in the same pytest process get its classpath.
-    classpath = os.pathsep.join(str(p) for p in sorted(jars_dir("spark").glob("*.jar")))
+    # Every resolved jar, not only Lakeline's (its clean-record decoder): the JVM outlives this session, and
+    # integration tests that run later in the same pytest process get its classpath.
+    classpath = os.pathsep.join(spark_jars(load_settings()))
     session = (SparkSession.builder.master("local[1]").appName("transforms")
                .config("spark.driver.extraClassPath", classpath)
                .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
