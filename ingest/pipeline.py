@@ -52,7 +52,12 @@ PIPELINE_SPARK_DEFAULTS = {"spark.sql.inMemoryColumnarStorage.compressed": "fals
 # fetch.max.wait.ms: a micro-batch's range nearly always ends at the log end, and each partition's task then makes
 # one more fetch that the broker holds for fetch.max.wait.ms (default 500 ms) waiting for data that is not part of
 # the batch. With 2 tasks per core that cost 1 s per batch at trickle rates (bench/results/tuning-2026-11-22.md).
-KAFKA_SOURCE_DEFAULTS = {"fetch.max.wait.ms": "10"}
+# max.poll.records / max.partition.fetch.bytes: Spark's Kafka reader asks the broker for the partition's offset
+# range after every poll (two ListOffsets requests, and a seek that drops the rest of the fetched data). With the
+# consumer's default 500 records per poll that happened every 500 records: reading 1M records cost 5.2-5.4 CPU s
+# in the executor and 0.9-1.0 in the broker; with these settings 2.6-3.6 and 0.1 (bench/results/tuning-2026-11-24.md).
+KAFKA_SOURCE_DEFAULTS = {"fetch.max.wait.ms": "10", "max.poll.records": "20000",
+                         "max.partition.fetch.bytes": str(4 * 1024 * 1024)}
 
 
 @dataclass
@@ -132,8 +137,8 @@ class Pipeline:
 
         from ingest.sinks import sinks_for
         from ingest.sinks.delta import DeltaSink
-        from ingest.transforms import (coordinates_for, dead_letter_rows, dead_letter_schema, decode, table_rows,
-                                       table_schema)
+        from ingest.transforms import (coordinates_for, dead_letter_rows, dead_letter_schema, decode,
+                                       fixed_timestamp, table_rows, table_schema)
 
         started = time.monotonic()
         main, dead = sinks_for(self.spark, self.config, self.settings)
@@ -149,9 +154,7 @@ class Pipeline:
         if self.config.sink.format == "delta":
             scratch = tempfile.mkdtemp(prefix="lakeline-warm-up-")
             try:
-                from pyspark.sql import functions as F
-
-                ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
+                ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
                 record = CommitRecord(self.config.pipeline, "warm-up", 0, {}, {}, 0, 1)
                 partition = [self.config.sink.partition.column] if self.config.sink.partition else []
                 rows_sink = DeltaSink(self.spark, f"file:{scratch}/rows", table_schema(self.config), partition,
@@ -284,9 +287,8 @@ class Pipeline:
         """foreachBatch body over one decoded micro-batch (`decoded_stream`). Idempotent: a replay of an
         already-committed batch writes nothing."""
         from pyspark import StorageLevel
-        from pyspark.sql import functions as F
 
-        from ingest.transforms import coordinates_for, dead_letter_rows, is_new, table_rows
+        from ingest.transforms import coordinates_for, dead_letter_rows, fixed_timestamp, is_new, table_rows
 
         started = time.monotonic()
         report = BatchReport(batch_id)
@@ -315,7 +317,7 @@ class Pipeline:
             batch_end = {(r[0], r[1]): int(r["last"]) + 1 for r in cover}
             rows, dead = sum(r["rows"] for r in cover), sum(r["dead"] for r in cover)
             report.phases["scan"] = time.monotonic() - started
-            ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
+            ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
 
             if dead:
                 dlq_end = _advance(self._dlq_end, batch_end)

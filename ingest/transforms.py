@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -183,6 +184,26 @@ def clean_record_decoder(spark: SparkSession, schema: RecordSchema) -> Column:
         return_type = spark._jsparkSession.parseDataType(record_struct(schema).json())  # noqa: SLF001
         spark._jsparkSession.udf().register(name, decoder, return_type)  # noqa: SLF001
     return F.call_function(name, F.col("_raw"))
+
+
+FIXED_INSTANT = "io.lakeline.spark.FixedInstant"
+
+
+def fixed_timestamp(spark: SparkSession, at: datetime) -> Column:
+    """`at` as a non-null timestamp column (the batch's `_ingested_at`) whose generated code does not depend on the
+    value. `F.lit(at)` would put the value into Spark's generated code as a number: every micro-batch would then
+    compile new classes and run its per-row loops interpreted until the JIT compiled them again, which took about
+    half the driver's CPU (bench/results/tuning-2026-11-24.md). Lakeline's `FixedInstant` function carries the
+    value as an object instead."""
+    from py4j.protocol import Py4JError
+
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - py4j: a column of Lakeline's Java UDF holding the value
+    iso = at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    try:
+        return Column(getattr(jvm, FIXED_INSTANT).column(iso))
+    except (TypeError, Py4JError) as exc:  # a class py4j cannot find is a package, and not callable
+        raise ConfigError(f"{FIXED_INSTANT} could not be created ({exc}): the Lakeline jar is missing from this "
+                          f"Spark session's classpath; run `bash infra/setup.sh`") from exc
 
 
 def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 
 from ingest.config import PipelineConfig
-from ingest.transforms import (clean_record_decoder, dead_letter_rows, decode, is_new, not_yet_committed,
-                               table_rows, table_schema)
+from ingest.transforms import (clean_record_decoder, dead_letter_rows, decode, fixed_timestamp, is_new,
+                               not_yet_committed, table_rows, table_schema)
 from tests.helpers import pipeline_dict
 
 
@@ -68,6 +68,27 @@ def test_good_record_is_typed_and_partitioned(spark, config):
     assert (row["_topic"], row["_kafka_partition"], row["_offset"]) == ("orders", 0, 0)
     assert table_rows(decoded, config, F.current_timestamp()).schema.fieldNames() == \
         table_schema(config).fieldNames()
+
+
+def _generated_code(frame) -> list[str]:
+    plans = frame._jdf.queryExecution().debug().codegenToSeq()  # noqa: SLF001 - (subtree, code, stats) per stage
+    return [plans.apply(i)._2() for i in range(plans.size())]
+
+
+def test_fixed_timestamp_gives_its_value_without_changing_the_generated_code(spark, config):
+    """The batch's `_ingested_at`: a value per batch, the same generated code for every batch (a literal's
+    value is written into the code, so each batch would compile anew)."""
+    from pyspark.sql import functions as F
+
+    first, second = datetime(2026, 11, 24, 5, 0, 0, 123456, tzinfo=UTC), datetime(2026, 11, 25, 6, 0, tzinfo=UTC)
+    decoded = decode(_frame(spark, [json.dumps(GOOD).encode()]), config.record_schema)
+    rows = [table_rows(decoded, config, fixed_timestamp(spark, at)) for at in (first, second)]
+    assert [frame.first()["_ingested_at"] for frame in rows] == [first.replace(tzinfo=None),
+                                                                 second.replace(tzinfo=None)]
+    assert rows[0].schema["_ingested_at"] == table_schema(config)["_ingested_at"]  # a NOT NULL timestamp
+    assert _generated_code(rows[0]) and _generated_code(rows[0]) == _generated_code(rows[1])
+    literals = [table_rows(decoded, config, F.lit(at).cast("timestamp")) for at in (first, second)]
+    assert _generated_code(literals[0]) != _generated_code(literals[1])  # what fixed_timestamp avoids
 
 
 def test_every_failure_kind_gets_a_reason(spark, config):
