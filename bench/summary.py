@@ -3,6 +3,9 @@
 Built from the results documents the benchmarks wrote (bench/results/*.json), so it can also be rebuilt later:
 
     .venv/bin/python -m bench.summary latency-2026-11-23-full drain-peers-2026-11-23-full ...
+
+One results document per benchmark, except latency: a second latency run (e.g. `--warmup 120`, the steady state)
+gets rows of its own, labelled with its warm-up.
 """
 
 from __future__ import annotations
@@ -42,17 +45,20 @@ def _rows(docs: dict[str, dict]) -> list[tuple[str, ...]]:
         for r in doc["results"]:
             rows.append((f"drain with 1% bad, records/s ({r['format']}, Lakeline only)", f"{r['records_per_s']:,}",
                          "-", "-", "-", "-", TARGETS["drain"]))
-    if doc := docs.get("latency"):
+    for name, doc in docs.items():
+        if doc.get("benchmark", name) != "latency":
+            continue
+        warm = "" if name == "latency" else f", after {doc['warmup_s']:g} s warm-up"
         rates = sorted({r["rate"] for r in doc["results"]})
         for rate in rates:
             by = {r["system"]: r for r in doc["results"] if r["rate"] == rate}
             if "lakeline" not in by:
                 continue
             for key, label in (("latency_p50", "p50"), ("latency_p99", "p99")):
-                rows.append(_compare(f"latency {label} s at {rate:,} msg/s", by, key, ".2f",
+                rows.append(_compare(f"latency {label} s at {rate:,} msg/s{warm}", by, key, ".2f",
                                      TARGETS[key] if rate == 20000 else ""))
             if rate == rates[0] and rate <= TRICKLE_RATE:  # only a trickle's commit gap is the fixed cost
-                rows.append(_compare(f"commit gap s at {rate:,} msg/s (fixed cost per batch)", by,
+                rows.append(_compare(f"commit gap s at {rate:,} msg/s (fixed cost per batch){warm}", by,
                                      "median_commit_gap_s", ".2f", TARGETS["gap"]))
     if doc := docs.get("recovery"):
         by = {r["system"]: r for r in doc["results"]}
@@ -91,7 +97,12 @@ def load(stems: list[str]) -> dict[str, dict]:
         if not path.exists():
             raise SystemExit(f"bench.summary: no results file {path}")
         doc = json.loads(path.read_text())
-        docs[doc["benchmark"]] = doc
+        name = doc["benchmark"]
+        if name in docs and name == "latency":  # a second latency run, e.g. a steady-state one: named by warm-up
+            name = f"latency ({doc['warmup_s']:g} s warm-up)"
+        if name in docs:
+            raise SystemExit(f"bench.summary: two {name} results ({stem} and an earlier one); give one of each")
+        docs[name] = doc
     return docs
 
 

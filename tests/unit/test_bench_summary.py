@@ -36,3 +36,14 @@ def test_a_run_without_a_trickle_rate_has_no_fixed_cost_row():
     table = render(docs)
     assert "p50 s at 20,000" in table
     assert "commit gap" not in table  # a 20,000 msg/s commit gap is the batch size, not the fixed cost
+
+
+def test_a_steady_state_latency_run_gets_rows_of_its_own_labelled_by_warm_up():
+    docs = _docs()
+    steady = {**docs["latency"], "benchmark": "latency", "warmup_s": 120,
+              "results": [{**r, "latency_p50": r["latency_p50"] / 2} for r in docs["latency"]["results"]]}
+    docs["latency (120 s warm-up)"] = steady
+    lines = render(docs).splitlines()
+    first = next(line for line in lines if "p50 s at 20,000 msg/s |" in line)
+    second = next(line for line in lines if "p50 s at 20,000 msg/s, after 120 s warm-up |" in line)
+    assert "| 1.00 | 2.00 |" in first and "| 0.50 | 1.00 | 0.12 |" in second
