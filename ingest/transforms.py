@@ -193,7 +193,7 @@ def fixed_timestamp(spark: SparkSession, at: datetime) -> Column:
     """`at` as a non-null timestamp column (the batch's `_ingested_at`) whose generated code does not depend on the
     value. `F.lit(at)` would put the value into Spark's generated code as a number: every micro-batch would then
     compile new classes and run its per-row loops interpreted until the JIT compiled them again (at 20,000 msg/s
-    that cost about a third of the median latency, bench/results/tuning-2026-11-24.md). Lakeline's `FixedInstant`
+    that cost a fifth to a third of the median latency, bench/results/tuning-2026-11-24.md). Lakeline's `FixedInstant`
     function carries the value as an object instead."""
     from py4j.protocol import Py4JError
 
