@@ -21,6 +21,7 @@ from ingest.commits import CommitRecord, Offsets
 from ingest.config import PipelineConfig, parse_trigger
 from ingest.errors import CommitConflict, LakelineError, UnknownCommitOutcome
 from ingest.settings import Settings
+from ingest.spark import build_spark, pass_jvm_sigterm_to_driver
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -119,8 +120,6 @@ class Pipeline:
     @property
     def spark(self) -> "SparkSession":
         if self._spark is None:
-            from ingest.spark import build_spark
-
             self._spark = build_spark(self.settings, app_name=f"lakeline-{self.config.pipeline}",
                                       defaults=PIPELINE_SPARK_DEFAULTS)
         return self._spark
@@ -419,6 +418,9 @@ class Pipeline:
         """Run until the available-now backlog is done, or until SIGTERM/SIGINT (then stop cleanly, exit 0)."""
         previous = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            # Spark first: a new SparkContext installs its own SIGINT handler (cancel jobs, KeyboardInterrupt).
+            # A signal to the process group reaches the JVM too; it must not end the JVM under a clean stop.
+            pass_jvm_sigterm_to_driver(self.spark)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self.request_stop)
         query = self.start()

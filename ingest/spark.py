@@ -25,6 +25,8 @@ DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 # From the same jar: Spark's checkpoint entries (offsets/N, commits/N) and Delta's N.crc written on s3a:// as one
 # direct (conditional) PUT each instead of write-temp-then-rename, which S3 runs as copy + delete.
 S3_CHECKPOINT_FILE_MANAGER = "io.lakeline.spark.S3DirectCheckpointFileManager"
+# From the same jar: SIGTERM to the JVM passed on to the Python driver (`pass_jvm_sigterm_to_driver`).
+STOP_SIGNAL = "io.lakeline.spark.StopSignal"
 
 
 def spark_jars(settings: Settings) -> list[str]:
@@ -149,3 +151,23 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKELINE_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def lakeline_class(spark: "SparkSession", name: str, use):
+    """`use(cls)` on Lakeline's JVM class `name` (built into the Lakeline jar by infra/setup.sh); a ConfigError
+    naming the fix when this Spark session's classpath lacks the jar."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return use(getattr(spark.sparkContext._jvm, name))  # noqa: SLF001 - py4j
+    except (TypeError, Py4JError) as exc:  # a class py4j cannot find is a package, and not callable
+        raise ConfigError(f"{name} could not be created ({exc}): the Lakeline jar is missing from this Spark "
+                          f"session's classpath; run `bash infra/setup.sh`") from exc
+
+
+def pass_jvm_sigterm_to_driver(spark: "SparkSession") -> bool:
+    """Make a SIGTERM that reaches this session's JVM stop the Python driver instead of killing the JVM under it
+    (a signal to the process group reaches both: Ctrl-C, `kill -TERM -<pgid>`, systemd, Airflow). PySpark already
+    keeps SIGINT from the JVM. Only where this process started the JVM (not under spark-submit, where the JVM
+    started Python). True when installed."""
+    return int(lakeline_class(spark, STOP_SIGNAL, lambda cls: cls.passTo(os.getpid()))) == os.getpid()

@@ -20,7 +20,7 @@ from pyspark.sql.types import (BinaryType, BooleanType, DataType, DateType, Doub
                                StringType, StructField, StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
-from ingest.errors import ConfigError
+from ingest.spark import lakeline_class
 
 SPARK_TYPES: dict[str, DataType] = {
     "string": StringType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
@@ -159,18 +159,6 @@ def _names_where(conditions: list[tuple[str, Column]]) -> Column:
     return F.when(F.size(names) > 0, F.array_join(names, ", "))
 
 
-def _lakeline_class(spark: SparkSession, name: str, use):
-    """`use(cls)` on Lakeline's JVM class `name` (built into the Lakeline jar by infra/setup.sh); a ConfigError
-    naming the fix when this Spark session's classpath lacks the jar."""
-    from py4j.protocol import Py4JError
-
-    try:
-        return use(getattr(spark.sparkContext._jvm, name))  # noqa: SLF001 - py4j
-    except (TypeError, Py4JError) as exc:  # a class py4j cannot find is a package, and not callable
-        raise ConfigError(f"{name} could not be created ({exc}): the Lakeline jar is missing from this Spark "
-                          f"session's classpath; run `bash infra/setup.sh`") from exc
-
-
 # Lakeline's JVM decoder for plainly clean records (infra/logstore/io/lakeline/spark/CleanRecordDecoder.java,
 # built into the Lakeline jar by infra/setup.sh).
 CLEAN_RECORD_DECODER = "io.lakeline.spark.CleanRecordDecoder"
@@ -185,7 +173,7 @@ def clean_record_decoder(spark: SparkSession, schema: RecordSchema) -> Column:
                        "time_zone": spark.conf.get("spark.sql.session.timeZone")}, sort_keys=True)
     name = "lakeline_clean_record_" + hashlib.sha1(spec.encode()).hexdigest()[:12]
     if not spark.catalog.functionExists(name):
-        decoder = _lakeline_class(spark, CLEAN_RECORD_DECODER, lambda cls: cls(spec))  # a Java UDF with its config
+        decoder = lakeline_class(spark, CLEAN_RECORD_DECODER, lambda cls: cls(spec))  # a Java UDF with its config
         return_type = spark._jsparkSession.parseDataType(record_struct(schema).json())  # noqa: SLF001
         spark._jsparkSession.udf().register(name, decoder, return_type)  # noqa: SLF001
     return F.call_function(name, F.col("_raw"))
@@ -201,7 +189,7 @@ def fixed_timestamp(spark: SparkSession, at: datetime) -> Column:
     that cost a fifth to a third of the median latency, bench/results/tuning-2026-11-24.md). Lakeline's `FixedInstant`
     function carries the value as an object instead."""
     iso = at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return Column(_lakeline_class(spark, FIXED_INSTANT, lambda cls: cls.column(iso)))
+    return Column(lakeline_class(spark, FIXED_INSTANT, lambda cls: cls.column(iso)))
 
 
 def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:

@@ -231,24 +231,34 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
     assert report.commits >= 3
 
 
-@pytest.mark.heavy
-def test_sigterm_stops_cleanly_with_exit_0(conf_dir, settings):
+# Ctrl-C in a terminal, `kill -TERM -<pgid>`, systemd and Airflow signal the whole process group, so the Spark JVM
+# gets the signal too, not only the Python driver.
+@pytest.mark.parametrize("target, sig", [
+    pytest.param("driver", signal.SIGTERM, marks=pytest.mark.heavy),
+    ("group", signal.SIGTERM),
+    pytest.param("group", signal.SIGINT, marks=pytest.mark.heavy),
+])
+def test_stop_signal_stops_cleanly_with_exit_0(target, sig, conf_dir, settings):
     path = write_pipeline(conf_dir, pipeline_dict("delta"))
     config = load_pipeline(path)
     produce(config, settings, 2000, seed=11, echo=print)
     proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
                              "--trigger", "processing-time=1s"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=os.environ.copy())
+                            text=True, env=os.environ.copy(), start_new_session=True)
     lines = []
     deadline = time.monotonic() + 240
     for line in proc.stdout:
         lines.append(line)
         if "batch 0:" in line or time.monotonic() > deadline:
             break
-    proc.send_signal(signal.SIGTERM)
+    if target == "group":
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, "".join(lines) + out
     assert "stop requested" in out and "done:" in out
+    assert "Traceback" not in out, out
 
 
 # Iceberg in the heavy tier (CI runs it): the default run stays near 25 minutes.
