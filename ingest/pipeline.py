@@ -106,6 +106,7 @@ class Pipeline:
         self.trigger = parse_trigger(trigger or config.trigger)
         self.echo = echo
         self._spark = spark
+        self._spark_start_seconds = 0.0  # building the session, when this pipeline built it
         self.summary: RunSummary | None = None
         self._reports: dict[int, BatchReport] = {}
         self._printed: set[int] = set()
@@ -120,8 +121,10 @@ class Pipeline:
     @property
     def spark(self) -> "SparkSession":
         if self._spark is None:
+            started = time.monotonic()
             self._spark = build_spark(self.settings, app_name=f"lakeline-{self.config.pipeline}",
                                       defaults=PIPELINE_SPARK_DEFAULTS)
+            self._spark_start_seconds = time.monotonic() - started
         return self._spark
 
     # ---- start-up -------------------------------------------------------------------------------------------
@@ -175,8 +178,7 @@ class Pipeline:
 
         from concurrent.futures import ThreadPoolExecutor
 
-        started = time.monotonic()
-        spark = self.spark  # starts the JVM on first use
+        spark = self.spark  # starts the JVM on first use (run() has usually started it already)
         spark_ready = time.monotonic()
         self.main, self.dead = sinks_for(spark, self.config, self.settings)
 
@@ -209,7 +211,7 @@ class Pipeline:
             write_lineage(fs, location, plan.lineage)
         self.lineage = plan.lineage
         self.echo(f"[{self.config.pipeline}] start: {plan.action} ({plan.reason}); lineage {plan.lineage} "
-                  f"(Spark ready in {spark_ready - started:.1f}s, tables and checkpoint read in "
+                  f"(Spark ready in {self._spark_start_seconds:.1f}s, tables and checkpoint read in "
                   f"{time.monotonic() - spark_ready:.1f}s)")
         self.summary = RunSummary(plan)
         return plan
