@@ -88,3 +88,32 @@ def test_delta_transaction_id_only_where_a_replay_can_happen(spark, settings):
     assert txns[1] == [{"appId": f"lakeline.{config.pipeline}.L1", "version": 7,
                         "lastUpdated": txns[1][0]["lastUpdated"]}]
     assert txns[2] == []
+
+
+def test_delta_last_commit_reads_the_newest_commit_files_and_widens_past_other_writers(spark, settings):
+    """last_commit reads the newest commit files directly (no Spark job); when the pipeline's newest record is
+    not among them (other writers committed since), it widens through the table history."""
+    from datetime import datetime, UTC
+
+    from ingest.commits import CommitRecord
+    from ingest.sinks.delta import _NEWEST
+
+    config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_last_{uuid.uuid4().hex[:6]}"))
+    _, dead = sinks_for(spark, config, settings)
+    dead.ensure()
+    assert dead._newest_record(_NEWEST) == (None, True) and dead.last_commit() is None  # only the create
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+    records = [CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
+               for batch in range(3)]
+    for record in records:
+        dead.append(rows, record, may_be_replay=False)
+    assert dead._newest_record(_NEWEST) == (records[-1], True) and dead.last_commit() == records[-1]
+
+    other = CommitRecord("another_pipeline", "L9", 0, {("orders", 0): 0}, {("orders", 0): 1}, 0, 1)
+    dead.append(rows, other, may_be_replay=False)
+    assert dead.last_commit() == records[-1]  # another pipeline's record is not ours
+    for _ in range(_NEWEST):
+        rows.write.format("delta").mode("append").save(dead.location)  # a writer with no record at all
+    assert dead._newest_record(_NEWEST) == (None, False)
+    assert dead.last_commit() == records[-1] == dead.commits()[-1]
