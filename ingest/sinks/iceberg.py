@@ -42,8 +42,21 @@ class IcebergSink:
         return [r for r in records if r is not None and r.pipeline == self.pipeline]
 
     def last_commit(self) -> CommitRecord | None:
-        records = self.commits()
-        return records[-1] if records else None
+        """The pipeline's newest record on the current snapshot lineage (what `commits()[-1]` gives), found by
+        walking the table's snapshots from the current one through their parents in the JVM: no Spark job, which
+        in a driver that has just started is most of a restart's table reading."""
+        jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, self.identifier)  # noqa: SLF001
+        table.refresh()  # Spark's catalog caches tables: read the catalog's current metadata
+        snapshot = table.currentSnapshot()
+        while snapshot is not None:
+            record = CommitRecord.from_json(snapshot.summary().get(COMMIT_KEY))
+            if record is not None and record.pipeline == self.pipeline:
+                return record
+            parent = snapshot.parentId()
+            snapshot = table.snapshot(parent) if parent is not None else None  # None: expired
+        return None
 
     def last_commit_time(self) -> datetime | None:
         rows = self.spark.sql(

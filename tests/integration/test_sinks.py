@@ -117,3 +117,34 @@ def test_delta_last_commit_reads_the_newest_commit_files_and_widens_past_other_w
         rows.write.format("delta").mode("append").save(dead.location)  # a writer with no record at all
     assert dead._newest_record(_NEWEST) == (None, False)
     assert dead.last_commit() == records[-1] == dead.commits()[-1]
+
+
+def test_iceberg_last_commit_walks_the_current_lineage(spark, settings):
+    """last_commit walks the current snapshot's ancestry in the JVM and agrees with commits() (the metadata
+    tables): another pipeline's record and record-less appends are passed over, and after a rollback the
+    rolled-back snapshot's record no longer counts."""
+    from datetime import datetime, UTC
+
+    from ingest.commits import CommitRecord
+
+    config = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_last_{uuid.uuid4().hex[:6]}"))
+    _, dead = sinks_for(spark, config, settings)
+    dead.ensure()
+    assert dead.last_commit() is None
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+    records = [CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
+               for batch in range(3)]
+    for record in records[:2]:
+        dead.append(rows, record)
+    assert dead.last_commit() == records[1] == dead.commits()[-1]
+    kept = spark.sql(f"SELECT snapshot_id FROM {dead.identifier}.snapshots ORDER BY committed_at DESC LIMIT 1"
+                     ).collect()[0][0]
+    dead.append(rows, records[2])
+    dead.append(rows, CommitRecord("another_pipeline", "L9", 0, {("orders", 0): 0}, {("orders", 0): 1}, 0, 1))
+    rows.writeTo(dead.identifier).append()  # a writer with no record at all
+    assert dead.last_commit() == records[2] == dead.commits()[-1]
+
+    catalog = dead.identifier.split(".")[0]
+    spark.sql(f"CALL {catalog}.system.rollback_to_snapshot('{dead.identifier.split('.', 1)[1]}', {kept})")
+    assert dead.last_commit() == records[1] == dead.commits()[-1]
