@@ -89,10 +89,9 @@ class DeltaSink:
         from ingest.adapters.hadoop_fs import HadoopFS
 
         jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j
-        none = jvm.scala.Option.empty()
-        # update(): the table's current version, listing the log as any Delta read does (pinned Delta 4.4 API).
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.location)  # noqa: SLF001
-        version = delta_log.update(False, none, none).version()
+        # The table's current version, from a fresh snapshot (as maintenance.health reads it).
+        version = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(
+            self.spark._jsparkSession, self.location)._2().version()  # noqa: SLF001
         fs = HadoopFS(self.spark)
         for number in range(version, max(-1, version - versions), -1):
             path = f"{self.location}/_delta_log/{number:020d}.json"
