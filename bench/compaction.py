@@ -150,30 +150,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _spark_query(spark, config, settings) -> list[tuple]:
-    if config.sink.format == "delta":
-        frame = spark.read.format("delta").load(config.delta_location(settings))
-    else:
-        frame = spark.table(config.iceberg_identifier(settings))
-    frame.createOrReplaceTempView("t")
+    from ingest.formats import tables_for
+
+    tables_for(spark, config, settings)[0].read().createOrReplaceTempView("t")
     return [tuple(r) for r in spark.sql(QUERY).collect()]
 
 
 def _fragment(spark, config, settings, files: int, partitions: int) -> None:
     """Rewrite the table's rows, unchanged, into about `files` small files (each task writes one file per day)."""
-    column = config.sink.partition.column
+    from ingest.formats import tables_for
+
     tasks = max(1, math.ceil(files / max(1, partitions)))
     print(f"   fragmenting into ~{tasks * partitions:,} files ({tasks} tasks x {partitions} partitions) ...",
           flush=True)
     started = time.monotonic()
-    if config.sink.format == "delta":
-        location = config.delta_location(settings)
-        rows = spark.read.format("delta").load(location).localCheckpoint()
-        rows.repartition(tasks).write.format("delta").mode("overwrite").partitionBy(column).save(location)
-    else:
-        ident = config.iceberg_identifier(settings)
-        rows = spark.table(ident).localCheckpoint()
-        (rows.repartition(tasks).writeTo(ident).option("distribution-mode", "none")
-         .option("fanout-enabled", "true").overwritePartitions())
+    table = tables_for(spark, config, settings)[0]
+    table.replace_rows(table.read().localCheckpoint().repartition(tasks))
     print(f"   fragmented in {time.monotonic() - started:.0f}s", flush=True)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -33,12 +32,13 @@ from pathlib import Path
 import yaml
 
 from bench.common import document, result_name, write
+from ingest.events import RunStarted, StandbyReady, read_events
 from bench.delta_log import DeltaLogReader, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
 PRIMING_RATE = 100  # records in the one-second priming load
 QUIET_SECONDS = 10  # no new commit for this long (and every record in) = drained
-READY_MARKERS = {"lakeline": "start:", "spark-delta": "READY", "delta-rs": "READY"}
+READY_MARKERS = {"spark-delta": "READY", "delta-rs": "READY"}  # Lakeline: its run_started / standby_ready event
 
 
 def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0,
@@ -59,7 +59,8 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
                      "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
             "checkpoint": {"location": location + "_checkpoint"},
             "trigger": "processing-time=0ms"}, sort_keys=False))
-        command = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(pipeline)]
+        command = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(pipeline), "--events",
+                   str(_events_file(log))]
         command += ["--standby"] if standby else []
     elif system == "spark-delta":
         command = [sys.executable, "-m", "bench.peers.spark_delta", "--topic", topic, "--location", location,
@@ -70,13 +71,24 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
     process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
                                env=env)
     deadline = time.monotonic() + 240
-    marker = "standby: warm" if standby else READY_MARKERS[system]
-    while marker not in log.read_text():
+    def ready() -> bool:
+        if system != "lakeline":
+            return READY_MARKERS[system] in log.read_text()
+        events = _events_file(log)
+        return events.exists() and any(isinstance(e, StandbyReady if standby else RunStarted)
+                                       for e in read_events(events.read_text()))
+
+    while not ready():
         if process.poll() is not None or time.monotonic() > deadline:
             _stop(process)
             raise RuntimeError(f"{system} did not start (see {log}):\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
     return process, log
+
+
+def _events_file(log: Path) -> Path:
+    """Where a Lakeline driver started with `log` writes its run events (`lakeline ingest --events`)."""
+    return log.with_suffix(".events.jsonl")
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
@@ -201,7 +213,7 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         if loader is not None and loader.poll() is None:
             loader.kill()
     since = sent["schedule_start_ms"] + int(warmup * 1000)
-    breakdown = _lakeline_batch_times(log.read_text()) if system == "lakeline" else {}
+    breakdown = _lakeline_batch_times(read_events(_events_file(log).read_text())) if system == "lakeline" else {}
     latencies, rows, distinct = row_latencies(location, settings, since, sent["schedule_end_ms"])
     all_commits = delta_log.commits()
     window = [c["timestamp_ms"] for c in all_commits
@@ -225,34 +237,13 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
     return result
 
 
-_BATCH = re.compile(r"took=([\d.]+)s(?: \(([^)]*)\))?")
-_SPARK = re.compile(r"spark\(trigger ([\d.]+): ([^)]*)\)")
+def _lakeline_batch_times(events: list) -> dict:
+    """Medians of Lakeline's own per-batch breakdown (`BatchCommitted.seconds` as took, and its phases: scan, dlq,
+    table) and of Spark's phases of the same batch (spark_trigger, spark_offsets, spark_wal, ...), after batch 0."""
+    from ingest.events import BatchCommitted
 
-
-def _phases_of(text: str, prefix: str = "") -> dict[str, float]:
-    out = {}
-    for part in text.split(", "):
-        if " " in part:
-            name, value = part.rsplit(" ", 1)
-            out[prefix + name] = float(value)
-    return out
-
-
-def _lakeline_batch_times(log: str) -> dict:
-    """Medians of Lakeline's own per-batch breakdown (`batch N: ... took=Xs (scan A, table B)`) and of Spark's
-    phases of the same batch (`spark(trigger T: offsets A, wal B, plan C, batch D, commit E)`), after batch 0."""
-    batches = []
-    for line in log.splitlines():
-        match = _BATCH.search(line)
-        if not match or " batch " not in line:
-            continue
-        phases = {"took": float(match.group(1)), **_phases_of(match.group(2) or "")}
-        spark = _SPARK.search(line)
-        if spark:
-            phases["spark_trigger"] = float(spark.group(1))
-            phases.update(_phases_of(spark.group(2), "spark_"))
-        batches.append(phases)
-    batches = batches[1:]
+    batches = [{"took": e.seconds, **e.phases, **{f"spark_{k}": v for k, v in e.spark_phases.items()}}
+               for e in events if isinstance(e, BatchCommitted)][1:]
     names = sorted({name for phases in batches for name in phases})
     return {f"batch_{name}_median_s": round(statistics.median(p[name] for p in batches if name in p), 3)
             for name in names}

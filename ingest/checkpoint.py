@@ -15,6 +15,12 @@ from typing import Protocol
 
 from ingest.commits import CommitRecord, Offsets, offsets_from_json
 
+# A running pipeline rewrites <checkpoint>/_lakeline/heartbeat this often; `checkpoint restore` refuses while
+# the heartbeat is younger than HEARTBEAT_STALE_SECONDS.
+HEARTBEAT_SECONDS = 10.0
+HEARTBEAT_STALE_SECONDS = 60.0
+HEARTBEAT_FILE = "_lakeline/heartbeat"
+
 LINEAGE_FILE = "_lakeline/lineage"
 
 

@@ -67,8 +67,8 @@ class KafkaSource(_Strict):
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     # Non-secret consumer properties (e.g. fetch.max.bytes), over Lakeline's defaults (KAFKA_SOURCE_DEFAULTS in
-    # ingest/pipeline.py: fetch.max.wait.ms, max.poll.records, max.partition.fetch.bytes). Security settings come
-    # from LAKELINE_KAFKA_OPT_*.
+    # ingest/sources/streams.py: fetch.max.wait.ms, max.poll.records, max.partition.fetch.bytes). Security settings
+    # come from LAKELINE_KAFKA_OPT_*.
     options: dict[str, str] = {}
 
     @model_validator(mode="after")

@@ -16,14 +16,11 @@ import threading
 import time
 from pathlib import Path
 
-from ingest.errors import LakelineError
+from ingest.errors import DriverLockHeld
 
 LOCK_DIR_ENV = "LAKELINE_LOCK_DIR"  # default: <temp dir>/lakeline-locks
 POLL_SECONDS = 0.05
 
-
-class DriverLockHeld(LakelineError):
-    """Another driver of the same pipeline holds the lock on this host."""
 
 
 class DriverLock:

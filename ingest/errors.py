@@ -1,12 +1,46 @@
-"""Lakeline's error taxonomy. Callers branch on the type, never on message text."""
+"""Lakeline's error taxonomy, and the exit code each kind of failure gives a command. Callers branch on the type,
+never on message text. Every error class of the library is here."""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What a `lakeline` command's exit status means (listed by `lakeline --help`)."""
+
+    OK = 0
+    FAILED = 1  # the command could not do its work (a component, the pipeline or a table failed)
+    USAGE = 2  # bad arguments or configuration: the message names the key and the fix
+    NOT_EXACT = 3  # reconcile found duplicates or missing records
+    STALE = 4  # freshness: the table breaches its pipeline's freshness SLA
+    DRILL_FAILED = 5  # a recovery drill scenario failed (its copy is kept for inspection)
+    CHECKPOINT_DAMAGED = 6  # a checkpoint backup failed verification, or a checkpoint needs repair (dry run)
+    REFUSED = 7  # refused as unsafe: another driver runs the pipeline, or retention is below its guards
+    INTERRUPTED = 130  # stopped by Ctrl-C before it finished
+
+
+EXIT_CODE_MEANINGS = {
+    ExitCode.OK: "success",
+    ExitCode.FAILED: "the command could not do its work (a component, the pipeline or a table failed)",
+    ExitCode.USAGE: "bad arguments or configuration (the message names the key and the fix)",
+    ExitCode.NOT_EXACT: "reconcile found duplicates or missing records",
+    ExitCode.STALE: "freshness: the table breaches its pipeline's freshness SLA",
+    ExitCode.DRILL_FAILED: "a recovery drill scenario failed (its copy is kept for inspection)",
+    ExitCode.CHECKPOINT_DAMAGED: "checkpoint verify failed, or checkpoint repair found damage (dry run)",
+    ExitCode.REFUSED: "refused as unsafe: the pipeline is running or locked, or retention is below its guards",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+}
 
 
 class LakelineError(Exception):
     """Base class; the message is written for the person running the command."""
 
+    exit_code = ExitCode.FAILED
+
 
 class ConfigError(LakelineError):
     """A configuration file or environment variable is wrong; the message names the file/key and the fix."""
+
+    exit_code = ExitCode.USAGE
 
 
 class CommitConflict(LakelineError):
@@ -15,3 +49,34 @@ class CommitConflict(LakelineError):
 
 class UnknownCommitOutcome(LakelineError):
     """A commit may or may not have landed (e.g. timeout during the write); reconcile from the table, never delete."""
+
+
+class DriverLockHeld(LakelineError):
+    """Another driver of the same pipeline holds the lock on this host."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class PipelineRunning(LakelineError):
+    """The pipeline holds a fresh heartbeat; a restore or repair now would race the running query."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class RetentionRefused(LakelineError):
+    """A retention run would delete files that are still needed; the message says why and what to change."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class BackupError(LakelineError):
+    """A backup is missing, incomplete or corrupt; the message names the file."""
+
+
+class KinesisError(LakelineError):
+    """A Kinesis problem retries cannot fix: missing stream, bad credentials, retries exhausted."""
+
+
+class TaskFailed(LakelineError):
+    """A lakeline command run by a scheduler task failed; the message carries its exit code and the end of its
+    log."""

@@ -149,7 +149,8 @@ def _payloads(config: PipelineConfig, count: int, bad_ratio: float, seed: int | 
 def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rate: float | None, bad_ratio: float,
                      seed: int | None, shards: int, echo, record_dir: Path | None) -> ProduceResult:
     """put_records in chunks of 500; failed entries (throttling) are re-sent with backoff, in order per key."""
-    from ingest.adapters.kinesis import KinesisClient, KinesisError, backoff_delays, client_options
+    from ingest.adapters.kinesis import KinesisClient, backoff_delays, client_options
+    from ingest.errors import KinesisError
 
     stream = config.source.stream
     client = KinesisClient(client_options(settings))

@@ -60,12 +60,12 @@ def _reconcile_kinesis(config: PipelineConfig, settings: Settings, spark: "Spark
     """Kinesis: the stream's retained records (read shard by shard) vs main ∪ dead-letter coordinates."""
     from pyspark.sql import functions as F
 
-    from ingest.sinks import sinks_for
+    from ingest.formats import tables_for
     from ingest.sources.kinesis_offsets import pad_sequence
 
     retained = kinesis_retained(config, settings)
     names = ["_stream", "_shard", "_sequence"]
-    main, dead = sinks_for(spark, config, settings)
+    main, dead = tables_for(spark, config, settings)
     table = main.read().select(*names)
     letters = dead.read()
     coords = table.unionByName(letters.select(*names)).cache()
@@ -101,14 +101,14 @@ def _reconcile_kinesis(config: PipelineConfig, settings: Settings, spark: "Spark
 def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession") -> ReconcileReport:
     from pyspark.sql import functions as F
 
-    from ingest.sinks import sinks_for
+    from ingest.formats import tables_for
 
     if config.source.kind == "kinesis":
         return _reconcile_kinesis(config, settings, spark)
     admin = KafkaAdmin(settings)
     topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
     ranges = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
-    main, dead = sinks_for(spark, config, settings)
+    main, dead = tables_for(spark, config, settings)
     table = main.read().select("_topic", "_kafka_partition", "_offset")
     letters = dead.read()
     coords = table.unionByName(letters.select("_topic", "_kafka_partition", "_offset")).cache()

@@ -19,18 +19,12 @@ from typing import Protocol
 
 from ingest.checkpoint import LINEAGE_FILE, move_aside, parse_offset_file, plan_start
 from ingest.commits import CommitRecord, offsets_to_json
-from ingest.errors import LakelineError
-from ingest.pipeline import HEARTBEAT_FILE
+from ingest.errors import BackupError, PipelineRunning
+from ingest.checkpoint import HEARTBEAT_FILE
 
 MANIFEST = "_manifest.json"
 
 
-class BackupError(LakelineError):
-    """A backup is missing, incomplete or corrupt; the message names the file."""
-
-
-class PipelineRunning(LakelineError):
-    """The pipeline holds a fresh heartbeat; a restore now would race the running query."""
 
 
 class BackupFS(Protocol):

@@ -1,10 +1,11 @@
 """Policy-driven compaction: measure, decide (maintenance.policy.decide), then rewrite the chosen partitions one
 at a time, newest first.
 
-Delta: OPTIMIZE (bin-pack, or ZORDER BY when configured) per partition through delta-spark. Iceberg:
-rewrite_data_files (binpack / sort / zorder) per partition with partial progress off, then rewrite_manifests.
-Each partition is one atomic commit: it lands whole or not at all. A commit conflict with the live stream is
-retried with backoff; when the attempts run out the partition is skipped with a warning and the run goes on.
+The rewrite is the table format's (`LakeTable.rewrite_partition`): Delta OPTIMIZE (bin-pack, or ZORDER BY when
+configured), Iceberg rewrite_data_files (binpack / sort / zorder) with partial progress off, then its manifests
+(`tidy_metadata`). Each partition is one atomic commit: it lands whole or not at all. A commit conflict with the
+live stream is retried with backoff; when the attempts run out the partition is skipped with a warning and the run
+goes on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from maintenance.health import collect_health, table_ref
+from ingest.errors import CommitConflict
+from ingest.formats import LakeTable, Layout, format_for
+from ingest.retry import retrying
+from maintenance.health import collect_health, open_table
 from maintenance.policy import MaintainedTable, decide, format_size, settled_range
 
 if TYPE_CHECKING:
@@ -24,16 +28,6 @@ if TYPE_CHECKING:
     from ingest.settings import Settings
 
 ATTEMPTS = 4
-_CONFLICTS = ("CommitFailedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
-              "ConcurrentDeleteDeleteException", "ConcurrentTransactionException", "ConcurrentWriteException",
-              "MetadataChangedException", "ProtocolChangedException", "ValidationException",
-              "DELTA_CONCURRENT", "FileAlreadyExistsException")
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """A commit lost a race with another writer (the stream): nothing of ours landed, safe to retry."""
-    text = f"{type(exc).__name__}: {exc}"
-    return any(name in text for name in _CONFLICTS)
 
 
 @dataclass
@@ -125,109 +119,65 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                                                      choice.files))
         result.seconds = time.monotonic() - started
         return result
+    lake = open_table(spark, table, settings)
     if plan.chosen:
-        _check_layout_columns(spark, table, settings)
-    runner = _delta_rewrite if table.format == "delta" else _iceberg_rewrite
+        table.columns_check(lake.read().columns)
+    compaction = table.policy.compaction
+    layout = Layout(compaction.target_bytes, compaction.small_below, tuple(compaction.sort_by),
+                    tuple(compaction.zorder_by))
+    classify = format_for(table.format).classify
     for index, choice in enumerate(plan.chosen, start=1):
-        part = _compact_partition(spark, table, settings, choice.partition, choice.files, runner, echo, sleep)
+        part = _compact_partition(lake, layout, choice.partition, choice.files, classify, echo, sleep)
         result.partitions.append(part)
         echo(f"  {_bar(index, len(plan.chosen))} {choice.partition or '(table)'}: {part.status}, files "
              f"{part.files_before} -> {part.files_after}, {format_size(part.bytes_rewritten)} in "
              f"{part.seconds:.1f}s{'' if part.status == 'compacted' else ' (' + part.reason + ')'}")
-    if table.format == "iceberg" and any(p.status == "compacted" for p in result.partitions):
-        result.manifests_rewritten = _with_retries(lambda: _iceberg_rewrite_manifests(spark, table, settings),
-                                                   "rewrite_manifests", echo, sleep)[0] or 0
+    if any(p.status == "compacted" for p in result.partitions):
+        result.manifests_rewritten = _with_retries(lake.tidy_metadata, "rewrite_manifests", classify, echo,
+                                                   sleep)[0] or 0
     result.seconds = time.monotonic() - started
     return result
 
 
-def _with_retries(action, what: str, echo, sleep) -> tuple[object | None, int, str]:
-    """(result, attempts, error). Conflicts are retried with backoff; other errors propagate."""
-    for attempt in range(1, ATTEMPTS + 1):
+def _with_retries(action, what: str, classify, echo, sleep) -> tuple[object | None, int, str]:
+    """(result, attempts, error). Conflicts (by the format's classification) are retried with backoff; after
+    ATTEMPTS the action is given up with a warning; other errors propagate."""
+    tries = 0
+
+    def attempt():
+        nonlocal tries
+        tries += 1
         try:
-            return action(), attempt, ""
+            return action()
         except Exception as exc:  # noqa: BLE001 - classified: only conflicts are retried
-            if not is_conflict(exc):
+            if classify(exc) is not CommitConflict:
                 raise
-            message = str(exc).splitlines()[0][:200]
-            if attempt == ATTEMPTS:
-                echo(f"  WARNING {what}: still conflicting after {attempt} attempts, skipped ({message})")
-                return None, attempt, f"conflict after {attempt} attempts: {message}"
-            delay = min(1.0 * 2 ** (attempt - 1), 8.0)
-            echo(f"  {what}: commit conflict with a concurrent writer, retry {attempt} in {delay:.0f}s")
-            sleep(delay)
+            raise CommitConflict(str(exc).splitlines()[0][:200]) from exc
+
+    def on_retry(number: int, _error: BaseException, delay: float) -> None:
+        echo(f"  {what}: commit conflict with a concurrent writer, retry {number} in {delay:.0f}s")
+
+    try:
+        for trying in retrying((CommitConflict,), ATTEMPTS, on_retry=on_retry, sleep=sleep):
+            with trying:
+                return attempt(), tries, ""
+    except CommitConflict as exc:
+        echo(f"  WARNING {what}: still conflicting after {tries} attempts, skipped ({exc})")
+        return None, tries, f"conflict after {tries} attempts: {exc}"
     raise AssertionError("unreachable")
 
 
-def _compact_partition(spark, table, settings, partition, files_before, runner, echo, sleep) -> PartitionResult:
+def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_before: int, classify, echo,
+                       sleep) -> PartitionResult:
     started = time.monotonic()
-    outcome, attempts, error = _with_retries(lambda: runner(spark, table, settings, partition),
-                                             partition or table.name, echo, sleep)
+    column, _, value = partition.partition("=")
+    where = (column, value) if partition else None
+    outcome, attempts, error = _with_retries(lambda: lake.rewrite_partition(where, layout),
+                                             partition or lake.ref, classify, echo, sleep)
     seconds = time.monotonic() - started
     if outcome is None:
         return PartitionResult(partition, "skipped", error, files_before, files_before, 0, seconds, attempts)
-    removed, added, rewritten = outcome
-    return PartitionResult(partition, "compacted", f"{removed} files rewritten into {added}", files_before,
-                           files_before - removed + added, rewritten, seconds, attempts)
-
-
-def _predicate(table: MaintainedTable, partition: str) -> str | None:
-    if not partition:
-        return None
-    column, _, value = partition.partition("=")
-    return f"`{column}` = '{value}'"
-
-
-def _check_layout_columns(spark, table: MaintainedTable, settings) -> None:
-    ref = table_ref(table, settings)
-    frame = spark.read.format("delta").load(ref) if table.format == "delta" else spark.table(ref)
-    table.columns_check(frame.columns)
-
-
-def _delta_rewrite(spark, table: MaintainedTable, settings, partition: str) -> tuple[int, int, int]:
-    from delta.tables import DeltaTable
-
-    compaction = table.policy.compaction
-    spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(compaction.target_bytes))
-    spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(compaction.small_below))
-    builder = DeltaTable.forPath(spark, table_ref(table, settings)).optimize()
-    where = _predicate(table, partition)
-    if where:
-        builder = builder.where(where)
-    metrics = (builder.executeZOrderBy(*compaction.zorder_by) if compaction.zorder_by
-               else builder.executeCompaction()).select("metrics").first()["metrics"]
-    return (int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
-            int(metrics["filesRemoved"]["totalSize"] or 0))
-
-
-def _iceberg_names(table: MaintainedTable, settings) -> tuple[str, str]:
-    catalog, namespace, name = table_ref(table, settings).split(".")
-    return catalog, f"{namespace}.{name}"
-
-
-def _iceberg_rewrite(spark, table: MaintainedTable, settings, partition: str) -> tuple[int, int, int]:
-    compaction = table.policy.compaction
-    catalog, name = _iceberg_names(table, settings)
-    args = [f"table => '{name}'"]
-    if compaction.zorder_by:
-        args += ["strategy => 'sort'", f"sort_order => 'zorder({', '.join(compaction.zorder_by)})'"]
-    elif compaction.sort_by:
-        order = ", ".join(f"{c} ASC NULLS LAST" for c in compaction.sort_by)
-        args += ["strategy => 'sort'", f"sort_order => '{order}'"]
-    else:
-        args.append("strategy => 'binpack'")
-    where = _predicate(table, partition)
-    if where:
-        args.append(f"where => \"{where.replace('`', '')}\"")
-    options = {"target-file-size-bytes": compaction.target_bytes, "min-file-size-bytes": compaction.small_below,
-               "min-input-files": 2, "partial-progress.enabled": "false"}
-    args.append("options => map(" + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + ")")
-    row = spark.sql(f"CALL {catalog}.system.rewrite_data_files({', '.join(args)})").first()
-    return int(row["rewritten_data_files_count"]), int(row["added_data_files_count"]), \
-        int(row["rewritten_bytes_count"])
-
-
-def _iceberg_rewrite_manifests(spark, table: MaintainedTable, settings) -> int:
-    catalog, name = _iceberg_names(table, settings)
-    row = spark.sql(f"CALL {catalog}.system.rewrite_manifests(table => '{name}')").first()
-    return int(row["rewritten_manifests_count"])
+    return PartitionResult(partition, "compacted", f"{outcome.files_removed} files rewritten into "
+                           f"{outcome.files_added}", files_before,
+                           files_before - outcome.files_removed + outcome.files_added, outcome.bytes_rewritten,
+                           seconds, attempts)

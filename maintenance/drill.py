@@ -33,15 +33,13 @@ import yaml
 
 from ingest.config import PipelineConfig
 from ingest.errors import ConfigError, LakelineError
+from ingest.events import BatchCommitted, BatchReplayed, Event, RunStarted, read_events
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SCENARIOS = ("kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore")
-_COMMITTED = re.compile(r"\] batch (\d+): rows=(\d+) dead_letters=(\d+)")
-_REPLAYED = re.compile(r"\] batch (\d+): replayed")
-_START = re.compile(r"\] start: (\w+) \((.*)\); lineage")
 
 
 @dataclass
@@ -95,31 +93,32 @@ def format_report(report: DrillReport) -> str:
 
 @dataclass
 class IngestRun:
-    """A `lakeline ingest` driver process and its timestamped output lines."""
+    """A `lakeline ingest --events -` driver process: its run events as they arrived, and its log."""
 
     process: subprocess.Popen
     log: Path
-    lines: list[tuple[float, str]] = field(default_factory=list)
+    events: list[tuple[float, Event]] = field(default_factory=list)
     reader: threading.Thread | None = None
 
     def committed(self, after: float = 0.0) -> list[float]:
         """Times at which the driver reported a batch that wrote rows or dead letters."""
-        return [at for at, line in self.lines if at >= after and (m := _COMMITTED.search(line))
-                and int(m.group(2)) + int(m.group(3)) > 0]
+        return [at for at, event in self.events if at >= after and isinstance(event, BatchCommitted)
+                and event.rows + event.dead_letters > 0]
 
     @property
     def replayed(self) -> int:
-        return sum(1 for _, line in self.lines if _REPLAYED.search(line))
+        return sum(1 for _, event in self.events if isinstance(event, BatchReplayed))
 
     @property
     def start_plan(self) -> str:
-        for _, line in self.lines:
-            if m := _START.search(line):
-                return f"{m.group(1)}: {m.group(2)}"
+        for _, event in self.events:
+            if isinstance(event, RunStarted):
+                return f"{event.action}: {event.reason}"
         return ""
 
     def tail(self, count: int = 15) -> str:
-        return "".join(line for _, line in self.lines[-count:])
+        lines = self.log.read_text(errors="replace").splitlines(keepends=True) if self.log.exists() else []
+        return "".join(lines[-count:])
 
     def wait(self, timeout: float) -> int:
         try:
@@ -196,14 +195,11 @@ class Drill:
         """Remove the drill copy: topic, Iceberg tables and namespace, and everything under its prefix."""
         from ingest.adapters.hadoop_fs import HadoopFS
         from ingest.adapters.kafka_admin import KafkaAdmin
+        from ingest.formats import tables_for
 
         KafkaAdmin(target.settings).delete_topic(target.topic)
-        if target.config.sink.format == "iceberg":
-            for table in (target.config.sink.table, target.config.sink.dead_letters):
-                self.spark.sql(f"DROP TABLE IF EXISTS {target.config.iceberg_identifier(target.settings, table)} "
-                               "PURGE")
-            self.spark.sql(f"DROP NAMESPACE IF EXISTS {target.settings.iceberg_catalog_name}."
-                           f"{target.config.sink.namespace}")
+        for table in tables_for(self.spark, target.config, target.settings):
+            table.drop()
         HadoopFS(self.spark).delete(target.settings.warehouse)
 
     def cleanup(self) -> list[str]:
@@ -225,22 +221,20 @@ class Drill:
 
     # ---- running the pipeline -----------------------------------------------------------------------------
     def start_ingest(self, target: DrillTarget, trigger: str, role: str) -> IngestRun:
+        """A real `lakeline ingest` driver process; its run events (JSON lines on stdout) are read as they come,
+        its log (stderr) goes to <work>/<role>.log."""
         log = target.work / f"{role}.log"
         env = {**os.environ, "LAKELINE_WAREHOUSE": target.settings.warehouse}
         env.pop("LAKELINE_CRASH_AT", None)
-        process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline",
-                                    str(target.yaml_path), "--trigger", trigger],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        process = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline",
+                                    str(target.yaml_path), "--trigger", trigger, "--events", "-"],
+                                   stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, env=env)
         run = IngestRun(process, log)
 
-        started = time.monotonic()
-
         def read() -> None:
-            with open(log, "w") as out:
-                for line in process.stdout:
-                    at = time.monotonic()
-                    run.lines.append((at, line))
-                    out.write(f"{at - started:8.2f}s {line}")
+            for line in process.stdout:
+                arrived = time.monotonic()
+                run.events += [(arrived, event) for event in read_events(line)]
 
         run.reader = threading.Thread(target=read, name=f"drill-{role}", daemon=True)
         run.reader.start()
@@ -374,7 +368,7 @@ class Drill:
 
     def _stale_restore(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
         from ingest.adapters.hadoop_fs import HadoopFS
-        from ingest.pipeline import HEARTBEAT_STALE_SECONDS
+        from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
         from maintenance import checkpoints
 
         fs = HadoopFS(self.spark)
@@ -398,9 +392,9 @@ class Drill:
 
     # ---- verification -------------------------------------------------------------------------------------
     def _table_commit(self, target: DrillTarget):
-        from ingest.sinks import sinks_for
+        from ingest.formats import tables_for
 
-        return sinks_for(self.spark, target.config, target.settings)[0].last_commit()
+        return tables_for(self.spark, target.config, target.settings)[0].last_commit()
 
     def _verify(self, target: DrillTarget, report: ScenarioReport, bad_total: int) -> None:
         from ingest.reconcile import reconcile

@@ -98,9 +98,9 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_
     from pyspark.errors import AnalysisException
 
     from ingest.adapters.kafka_admin import KafkaAdmin
-    from ingest.sinks import sinks_for
+    from ingest.formats import tables_for
 
-    main, _ = sinks_for(spark, config, settings)
+    main, _ = tables_for(spark, config, settings)
     try:
         record = main.last_commit()
     except AnalysisException:  # the table does not exist yet: nothing ingested

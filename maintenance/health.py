@@ -1,18 +1,18 @@
 """Measured table health: per partition file count, bytes, small files and size histogram, plus table-level
 versions/snapshots, log or metadata size, oldest retained version and time since the last compaction.
 
-Thin adapters over Spark: Delta through the snapshot's add files and the `_delta_log` folder, Iceberg through its
-metadata tables (`files`, `partitions`, `snapshots`). The decisions live in maintenance.policy.
+The measuring is the table format's (`LakeTable.measure`: Delta's snapshot files and `_delta_log`, Iceberg's
+metadata tables); this module groups it per partition. The decisions live in maintenance.policy.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ingest.formats import LakeTable, format_for
 from maintenance.policy import MaintainedTable, PartitionHealth, TableHealth, format_size, size_histogram
 
 if TYPE_CHECKING:
@@ -21,34 +21,16 @@ if TYPE_CHECKING:
     from ingest.settings import Settings
 
 
-_COMMIT_FILE = re.compile(r"^\d{20}\.json$")  # not N.M.compacted.json or checkpoint files
-
-
 def table_ref(table: MaintainedTable, settings: "Settings") -> str:
     """Delta: the table location; Iceberg: catalog.namespace.table."""
-    name = table.sink_table()
-    if table.format == "delta":
-        return table.pipeline.delta_location(settings, name)
-    return table.pipeline.iceberg_identifier(settings, name)
+    return format_for(table.format).ref(table.pipeline, settings, table.sink_table())
 
 
-def list_status(spark: "SparkSession", path: str) -> list[tuple[str, int, int]]:
-    """(name, size, modification time ms) of the files directly in `path`; [] if it does not exist."""
-    jvm = spark._jvm  # noqa: SLF001 - py4j gateway is the only way to reach Hadoop FS from Python
-    jpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = jpath.getFileSystem(spark._jsc.hadoopConfiguration())  # noqa: SLF001
-    if not fs.exists(jpath):
-        return []
-    return [(str(s.getPath().getName()), int(s.getLen()), int(s.getModificationTime()))
-            for s in fs.listStatus(jpath) if s.isFile()]
-
-
-def _utc(value) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value / 1000, UTC)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+def open_table(spark: "SparkSession", table: MaintainedTable, settings: "Settings") -> LakeTable:
+    """The maintained table (main or dead letters), opened in `spark`."""
+    fmt = format_for(table.format)
+    partition = [table.partition_column] if table.partition_column else []
+    return fmt.open(spark, table_ref(table, settings), None, partition, table.pipeline.pipeline)
 
 
 def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedTable) -> list[PartitionHealth]:
@@ -70,72 +52,13 @@ def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedT
 def collect_health(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                    now: datetime | None = None) -> TableHealth:
     """Measure the table now (`now` only stamps the report)."""
-    measured = now or datetime.now(UTC)
-    ref = table_ref(table, settings)
-    if table.format == "delta":
-        return _delta_health(spark, table, ref, measured)
-    return _iceberg_health(spark, table, ref, measured)
-
-
-def _delta_health(spark: "SparkSession", table: MaintainedTable, location: str, now: datetime) -> TableHealth:
-    from delta.tables import DeltaTable
-    from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
-
-    jvm = spark._jvm  # noqa: SLF001
-    pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, location)  # noqa: SLF001
-    snapshot = pair._2()  # noqa: SLF001
-    files = DataFrame(snapshot.allFiles().toDF(), spark)
-    column = table.partition_column
-    part = F.concat(F.lit(f"{column}="), F.col("partitionValues")[column]) if column else F.lit("")
-    rows = [(r["p"], r["size"], _utc(r["modificationTime"]))
-            for r in files.select(part.alias("p"), "size", "modificationTime").collect()]
-    log = list_status(spark, f"{location}/_delta_log")
-    versions = [int(name[:20]) for name, _, _ in log if _COMMIT_FILE.match(name)]
-    history = DeltaTable.forPath(spark, location).history().select("version", "timestamp", "operation")
-    # Timestamps leave Spark as epoch millis: collect() would give naive local times, wrong off a UTC host.
-    oldest = history.agg(F.min(F.unix_millis("timestamp"))).first()[0]
-    optimized = history.where("operation = 'OPTIMIZE'").agg(F.max(F.unix_millis("timestamp"))).first()[0]
+    measured = open_table(spark, table, settings).measure(table.partition_column)
     compaction = table.policy.compaction
-    return TableHealth(table.name, "delta", location, column, compaction.target_bytes, compaction.small_below,
-                       _partitions(rows, table), len(versions), int(snapshot.version()),
-                       sum(size for _, size, _ in log), _utc(oldest), _utc(optimized), now,
-                       sorted(size for _, size, _ in rows))
-
-
-def _iceberg_health(spark: "SparkSession", table: MaintainedTable, ident: str, now: datetime) -> TableHealth:
-    from pyspark.sql import functions as F
-
-    column = table.partition_column
-    files = spark.table(f"{ident}.files").where("content = 0")
-    part = F.concat(F.lit(f"{column}="), F.col(f"partition.{column}").cast("string")) if column else F.lit("")
-    sizes = [(r["p"], r["file_size_in_bytes"]) for r in files.select(part.alias("p"), "file_size_in_bytes").collect()]
-    updated: dict[str, datetime | None] = {}
-    for r in spark.table(f"{ident}.partitions").select(
-            (F.concat(F.lit(f"{column}="), F.col(f"partition.{column}").cast("string")) if column else F.lit(""))
-            .alias("p"), F.unix_millis("last_updated_at").alias("updated_ms")).collect():
-        updated[r["p"]] = _utc(r["updated_ms"])
-    rows = [(p, s, updated.get(p)) for p, s in sizes]
-    snapshots = spark.table(f"{ident}.snapshots")
-    committed_ms = F.unix_millis("committed_at")
-    stats = snapshots.agg(F.count("*").alias("n"), F.min(committed_ms).alias("oldest"),
-                          F.max(F.when(F.col("operation") == "replace", committed_ms)).alias("replaced")).first()
-    current = spark.sql(f"SELECT snapshot_id FROM {ident}.history WHERE is_current_ancestor "
-                        f"ORDER BY made_current_at DESC LIMIT 1").collect()
-    location = _iceberg_location(spark, ident)
-    metadata = list_status(spark, f"{location}/metadata")
-    compaction = table.policy.compaction
-    return TableHealth(table.name, "iceberg", location, column, compaction.target_bytes, compaction.small_below,
-                       _partitions(rows, table), int(stats["n"]), int(current[0][0]) if current else None,
-                       sum(size for _, size, _ in metadata), _utc(stats["oldest"]), _utc(stats["replaced"]), now,
-                       sorted(s for _, s in sizes))
-
-
-def _iceberg_location(spark: "SparkSession", ident: str) -> str:
-    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {ident}").collect():
-        if row[0] == "Location":
-            return row[1].rstrip("/")
-    raise AssertionError(f"{ident}: DESCRIBE TABLE EXTENDED has no Location")
+    return TableHealth(table.name, table.format, measured.location, table.partition_column, compaction.target_bytes,
+                       compaction.small_below, _partitions(measured.files, table), measured.versions,
+                       measured.current_version, measured.metadata_bytes, measured.oldest_version_at,
+                       measured.last_compaction_at, now or datetime.now(UTC),
+                       sorted(size for _, size, _ in measured.files))
 
 
 # ---- output ------------------------------------------------------------------------------------------------
@@ -157,13 +80,13 @@ def health_json(health: TableHealth) -> dict:
 def format_health(health: TableHealth) -> str:
     since = "never" if health.last_compaction_at is None else \
         f"{(health.measured_at - health.last_compaction_at).total_seconds() / 3600:.1f}h ago"
-    kind = "versions" if health.format == "delta" else "snapshots"
+    fmt = format_for(health.format)
     lines = [
         f"{health.table} ({health.format}) {health.location}",
         f"  {health.files} files, {format_size(health.bytes)}, {health.small_files} small "
         f"(< {format_size(health.small_below)}; target {format_size(health.target_file_size)})",
-        f"  {health.versions} {kind} retained (current {health.current_version}), "
-        f"{'log' if health.format == 'delta' else 'metadata'} {format_size(health.metadata_bytes)}, oldest "
+        f"  {health.versions} {fmt.version_noun} retained (current {health.current_version}), "
+        f"{fmt.metadata_noun} {format_size(health.metadata_bytes)}, oldest "
         f"{health.oldest_version_at.isoformat(timespec='seconds') if health.oldest_version_at else '-'}, "
         f"last compaction {since}",
         f"  {'partition':<28} {'files':>6} {'bytes':>10} {'small':>6} {'ratio':>6}  histogram (share of target)",

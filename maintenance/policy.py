@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ingest.config import PipelineConfig, load_pipeline, validation_problems
 from ingest.config import parse_duration as duration_seconds
-from ingest.errors import ConfigError, LakelineError
+from ingest.errors import ConfigError
+from ingest.formats import format_for
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
@@ -29,9 +30,6 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 HARD_MIN_RETAIN = timedelta(hours=1)
 HARD_MIN_ORPHAN_AGE = timedelta(hours=1)
 
-
-class RetentionRefused(LakelineError):
-    """A retention run would delete files that are still needed; the message says why and what to change."""
 
 
 def parse_size(value: str | int) -> int:
@@ -251,9 +249,9 @@ def load_table(name_or_path: str, conf_dir: str | Path = "conf") -> MaintainedTa
         raise ConfigError(f"{path}: pipeline: {pipeline_path} does not exist; give the pipeline YAML's path "
                           f"relative to this file (e.g. ../pipelines/orders_delta.yaml)")
     pipeline = load_pipeline(pipeline_path)
-    if pipeline.sink.format == "delta" and policy.compaction.sort_by:
-        raise ConfigError(f"{path}: compaction.sort_by: Delta OPTIMIZE has no plain sort; use zorder_by "
-                          f"(or leave both empty for bin-packing)")
+    problem = format_for(pipeline.sink.format).layout_problem(policy.compaction.sort_by, policy.compaction.zorder_by)
+    if problem:
+        raise ConfigError(f"{path}: {problem}")
     return MaintainedTable(path, policy, pipeline)
 
 

@@ -1,7 +1,7 @@
 """What the Airflow tasks run, importable and testable without Airflow.
 
 Each step is one `lakeline ... --output json` command in its own process, so Spark never runs inside the Airflow
-worker. LAKELINE_TASK_LAUNCHER picks how: `local` (default: `python -m ingest.cli` beside the worker, Spark
+worker. LAKELINE_TASK_LAUNCHER picks how: `local` (default: `python -m lakeline` beside the worker, Spark
 master from LAKELINE_SPARK_MASTER, default local[2]) or `spark-submit` (LAKELINE_SPARK_SUBMIT, default
 `spark-submit`, against --master LAKELINE_SPARK_MASTER, in client mode). Endpoints and secrets reach the command
 through the environment (or LAKELINE_ENV_FILE), never through task arguments or logs.
@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ingest.errors import ConfigError, LakelineError
+from ingest.errors import ConfigError, ExitCode, TaskFailed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-EXIT_FAILED_CHECK = 3  # the `lakeline` exit code for a check that ran and failed (drill, freshness, verify)
 
 
 @dataclass
@@ -34,23 +33,20 @@ class CommandResult:
     stderr_tail: str
 
 
-class TaskFailed(LakelineError):
-    """A lakeline command failed; the message carries its exit code and the end of its log."""
-
 
 def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> list[str]:
     """The command line for `lakeline <args>` under the configured launcher."""
     env = os.environ if environ is None else environ
     launcher = env.get("LAKELINE_TASK_LAUNCHER", "local")
     if launcher == "local":
-        return [sys.executable, "-m", "ingest.cli", *args]
+        return [sys.executable, "-m", "lakeline", *args]
     if launcher == "spark-submit":
         master = env.get("LAKELINE_SPARK_MASTER")
         if not master:
             raise ConfigError("LAKELINE_TASK_LAUNCHER=spark-submit needs LAKELINE_SPARK_MASTER (e.g. "
                               "spark://host:7077 or yarn)")
         return [env.get("LAKELINE_SPARK_SUBMIT", "spark-submit"), "--master", master, "--deploy-mode", "client",
-                str(REPO_ROOT / "ingest" / "cli.py"), *args]
+                str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
     raise ConfigError(f"LAKELINE_TASK_LAUNCHER={launcher!r}: use local or spark-submit")
 
 
@@ -140,8 +136,8 @@ def backup_checkpoint(pipeline: str, echo=print) -> dict:
 
 def verify_backup(pipeline: str, backup_id: str, echo=print) -> dict:
     result = run_lakeline(["checkpoint", "verify", "--pipeline", pipeline, "--backup", backup_id, "--output",
-                           "json"], echo, allowed_codes=(0, EXIT_FAILED_CHECK))
-    if result.code != 0:
+                           "json"], echo, allowed_codes=(ExitCode.OK, ExitCode.CHECKPOINT_DAMAGED))
+    if result.code != ExitCode.OK:
         raise TaskFailed(f"backup {backup_id} failed verification: {result.output}")
     return result.output
 
@@ -157,16 +153,17 @@ def drill_cleanup(pipeline: str, run_id: str, echo=print) -> dict:
 
 
 def drill(pipeline: str, run_id: str, scenario: str = "all", events: int = 3000, echo=print) -> CommandResult:
-    """Run the drill; the result's code is EXIT_FAILED_CHECK (with the report) when a scenario failed."""
+    """Run the drill; the result's code is ExitCode.DRILL_FAILED (with the report) when a scenario failed."""
     return run_lakeline(["drill", "--pipeline", pipeline, "--run-id", run_id, "--scenario", scenario, "--events",
-                         str(events), "--keep", "--output", "json"], echo, allowed_codes=(0, EXIT_FAILED_CHECK))
+                         str(events), "--keep", "--output", "json"], echo,
+                        allowed_codes=(ExitCode.OK, ExitCode.DRILL_FAILED))
 
 
 def freshness(pipeline: str, as_of: datetime, echo=print) -> CommandResult:
     if as_of.tzinfo is None:
         raise ConfigError("freshness: as_of needs a time zone")
     return run_lakeline(["freshness", "--pipeline", pipeline, "--as-of", as_of.isoformat(), "--output", "json"],
-                        echo, allowed_codes=(0, EXIT_FAILED_CHECK))
+                        echo, allowed_codes=(ExitCode.OK, ExitCode.STALE))
 
 
 def table_health(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:

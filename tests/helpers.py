@@ -45,6 +45,18 @@ def write_pipeline(directory: Path, data: dict) -> Path:
     return path
 
 
+def events_of(path: Path, *kinds: type) -> list:
+    """The run events of `kinds` in a `lakeline ingest --events FILE` stream written so far (a line still being
+    written is left for the next look)."""
+    from ingest.events import read_events
+
+    if not path.exists():
+        return []
+    text = path.read_text()
+    complete = text[: text.rfind("\n") + 1]
+    return [event for event in read_events(complete) if isinstance(event, kinds)]
+
+
 class LocalFS:
     """The file-ops protocol of ingest.adapters.hadoop_fs.HadoopFS on the local disk (unit tests)."""
 

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from confluent_kafka import Consumer
     from deltalake import DeltaTable, write_deltalake
 
-    from ingest.adapters.analyst import delta_rs_uri, delta_storage_options
+    from ingest.formats.delta import delta_rs_uri, delta_storage_options
     from ingest.adapters.kafka_admin import librdkafka_config
     from ingest.settings import load_settings
 

@@ -39,6 +39,14 @@ class HadoopFS:
             found.append(full[len(root):] if full.startswith(root) else full)
         return sorted(found)
 
+    def list_status(self, path: str) -> list[tuple[str, int, int]]:
+        """(name, size, modification time ms) of the files directly in `path`; [] if it does not exist."""
+        jpath, fs = self._path(path)
+        if not fs.exists(jpath):
+            return []
+        return [(str(s.getPath().getName()), int(s.getLen()), int(s.getModificationTime()))
+                for s in fs.listStatus(jpath) if s.isFile()]
+
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ingest.errors import LakelineError
+from ingest.errors import KinesisError
 from ingest.sources.kinesis_offsets import AFTER, AT_TIMESTAMP, TRIM_HORIZON, ShardInfo
 
 RETRYABLE = {"ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException",
@@ -22,9 +22,6 @@ CREDENTIAL_ERRORS = {"UnrecognizedClientException", "InvalidSignatureException",
                      "AccessDeniedException", "InvalidClientTokenId", "MissingAuthenticationToken"}
 OPTION_KEYS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token")
 
-
-class KinesisError(LakelineError):
-    """A Kinesis problem retries cannot fix: missing stream, bad credentials, retries exhausted."""
 
 
 def client_options(settings: Any) -> dict[str, str]:

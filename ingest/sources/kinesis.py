@@ -154,7 +154,8 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._advance(end)
 
     def read(self, partition: KinesisPartition) -> Iterator[tuple]:
-        from ingest.adapters.kinesis import KinesisClient, KinesisError
+        from ingest.adapters.kinesis import KinesisClient
+        from ingest.errors import KinesisError
 
         client = KinesisClient(partition.connection)
         rng, stream = partition.shard, partition.stream

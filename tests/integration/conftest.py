@@ -66,7 +66,7 @@ def _leftover_drivers() -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0") if parent == os.getpid() else []
         except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
-        if b"ingest.cli" in argv or b"bench" in argv or any(a.startswith(b"bench.") for a in argv):
+        if b"lakeline" in argv or b"bench" in argv or any(a.startswith(b"bench.") for a in argv):
             found.append(int(entry.name))
     return found
 

@@ -10,10 +10,11 @@ import pytest
 
 from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.config import load_pipeline
-from ingest.pipeline import HEARTBEAT_STALE_SECONDS, Pipeline
+from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
+from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from ingest.sinks import sinks_for
+from ingest.formats import tables_for
 from maintenance import checkpoints
 from tests.helpers import pipeline_dict, write_pipeline
 
@@ -27,22 +28,22 @@ def test_backup_while_running_then_restore_is_exact(fmt, conf_dir, settings, spa
     config = load_pipeline(write_pipeline(conf_dir, data))
     fs = HadoopFS(spark)
     location, root = config.checkpoint_location(settings), config.backup_location(settings)
-    bad = produce(config, settings, 3000, bad_ratio=0.02, seed=31, echo=print).bad_total
+    bad = produce(config, settings, 3000, bad_ratio=0.02, seed=31).bad_total
 
-    pipeline = Pipeline(config, settings, spark=spark, trigger="processing-time=1s", echo=print)
+    pipeline = Pipeline(config, settings, spark=spark, trigger="processing-time=1s")
     runner = threading.Thread(target=lambda: pipeline.run(install_signal_handlers=False), daemon=True)
     runner.start()
     deadline = time.monotonic() + 240
     while len(fs.list_names(f"{location}/commits")) < 2:
         assert time.monotonic() < deadline, "the stream committed fewer than 2 batches in 240s"
         time.sleep(0.5)
-    main, _ = sinks_for(spark, config, settings)
+    main, _ = tables_for(spark, config, settings)
     manifest = checkpoints.backup(fs, location, root, config.pipeline, main.last_commit(), keep=3)
     assert manifest.last_committed_batch >= 1
     with pytest.raises(checkpoints.PipelineRunning):
         checkpoints.restore(fs, root, None, location, HEARTBEAT_STALE_SECONDS)
 
-    bad += produce(config, settings, 2000, bad_ratio=0.02, seed=32, echo=print).bad_total
+    bad += produce(config, settings, 2000, bad_ratio=0.02, seed=32).bad_total
     while sum(main.last_commit().end.values()) < 5000:
         assert time.monotonic() < deadline + 240, "the stream did not catch up"
         time.sleep(0.5)
@@ -53,8 +54,8 @@ def test_backup_while_running_then_restore_is_exact(fmt, conf_dir, settings, spa
     assert report.ok, report.problems
     assert "rebuild" in report.consistency  # the table is ahead of the backup
     checkpoints.restore(fs, root, None, location, HEARTBEAT_STALE_SECONDS)  # heartbeat cleared on clean stop
-    bad += produce(config, settings, 1000, bad_ratio=0.02, seed=33, echo=print).bad_total
-    summary = Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+    bad += produce(config, settings, 1000, bad_ratio=0.02, seed=33).bad_total
+    summary = Pipeline(config, settings, spark=spark, trigger="available-now").run(
         install_signal_handlers=False)
     assert summary.plan.action == "rebuild"
     assert summary.rows + summary.dead_letters == 1000

@@ -56,13 +56,13 @@ def _dag(dag_id: str):
 
 
 def _ingest(config, settings, spark):
-    Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(install_signal_handlers=False)
+    Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
 
 
 def test_checkpoint_backup_dag_makes_a_verifiable_backup(airflow_db, pipeline_conf, settings, spark):
     data = pipeline_dict("delta")
     config = load_pipeline(pipeline_conf(data))
-    produce(config, settings, 1500, bad_ratio=0.01, seed=60, echo=print)
+    produce(config, settings, 1500, bad_ratio=0.01, seed=60)
     _ingest(config, settings, spark)
     run = _dag(f"lakeline_checkpoint_backup__{config.pipeline}").test()
     assert run.state == "success"
@@ -77,14 +77,14 @@ def test_checkpoint_backup_dag_makes_a_verifiable_backup(airflow_db, pipeline_co
 def test_freshness_dag_passes_when_fresh_and_fails_when_lag_breaches(airflow_db, pipeline_conf, settings, spark):
     data = {**pipeline_dict("iceberg"), "freshness": {"max_staleness": "1h", "max_lag_records": 100}}
     config = load_pipeline(pipeline_conf(data))
-    produce(config, settings, 800, seed=61, echo=print)
+    produce(config, settings, 800, seed=61)
     _ingest(config, settings, spark)
     fresh = _dag("lakeline_freshness").test()
     assert fresh.state == "success"
     [check] = [ti for ti in fresh.get_task_instances() if ti.task_id == "check"]
     assert check.state == "success"
 
-    produce(config, settings, 500, seed=62, echo=print)  # waiting in Kafka, not ingested
+    produce(config, settings, 500, seed=62)  # waiting in Kafka, not ingested
     stale = _dag("lakeline_freshness").test()
     assert stale.state == "failed"
     [check] = [ti for ti in stale.get_task_instances() if ti.task_id == "check"]
@@ -130,7 +130,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     data["source"]["max_offsets_per_trigger"] = 300  # many small files per day partition
     config = load_pipeline(pipeline_conf(data))
     name = _table_conf(conf_dir, data, {"min_small_files": 3, "small_file_ratio": 0.3, "hot_partition_window": "1s"})
-    produce(config, settings, 2400, seed=63, echo=print)
+    produce(config, settings, 2400, seed=63)
     _ingest(config, settings, spark)
     before = spark.table(f"{config.iceberg_identifier(settings)}.files").count()
     answer = sorted(spark.table(config.iceberg_identifier(settings)).select("event_id", "amount").collect())
@@ -165,7 +165,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
 
     # The stream goes on after the compaction; then, once everything before the compaction is older than the
     # time-travel window, retention expires those snapshots and deletes the small files only they referenced.
-    produce(config, settings, 100, seed=64, echo=print)
+    produce(config, settings, 100, seed=64)
     _ingest(config, settings, spark)
     ident = config.iceberg_identifier(settings)
     compacted_ms = spark.sql(f"SELECT max(unix_millis(committed_at)) FROM {ident}.snapshots "

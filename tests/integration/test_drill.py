@@ -17,7 +17,7 @@ from ingest.config import load_pipeline
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from ingest.sinks import sinks_for
+from ingest.formats import tables_for
 from maintenance import checkpoint_repair
 from maintenance.drill import SCENARIOS, Drill
 from tests.helpers import pipeline_dict, write_pipeline
@@ -77,7 +77,7 @@ class _BrokenRecoveryDrill(Drill):
 
     def _lose_checkpoint(self, target, report, bad):
         fault_at, recovered = super()._lose_checkpoint(target, report, bad)
-        main, _ = sinks_for(self.spark, target.config, target.settings)
+        main, _ = tables_for(self.spark, target.config, target.settings)
         last = main.last_commit()
         main.append(main.read().filter("_offset < 5"), CommitRecord(last.pipeline, "naive", 0, {}, last.end, 0, 0))
         return fault_at, recovered
@@ -105,10 +105,10 @@ def test_repair_fixes_a_real_checkpoint_and_the_next_run_is_exact(fmt, conf_dir,
     config = load_pipeline(write_pipeline(conf_dir, data))
     fs = HadoopFS(spark)
     location = config.checkpoint_location(settings)
-    main, _ = sinks_for(spark, config, settings)
+    main, _ = tables_for(spark, config, settings)
 
     def run():
-        return Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+        return Pipeline(config, settings, spark=spark, trigger="available-now").run(
             install_signal_handlers=False)
 
     def batches(log):
@@ -116,7 +116,7 @@ def test_repair_fixes_a_real_checkpoint_and_the_next_run_is_exact(fmt, conf_dir,
 
     produced, bad = 0, 0
     for seed, damage in enumerate(("truncated-commit", "garbage-offsets", "gap")):
-        result = produce(config, settings, 1500, bad_ratio=0.02, seed=40 + seed, echo=print)
+        result = produce(config, settings, 1500, bad_ratio=0.02, seed=40 + seed)
         produced, bad = produced + result.count, bad + result.bad_total
         run()
         last = batches("commits")[-1]
@@ -149,12 +149,12 @@ def test_pipeline_start_rebuilds_on_damage_it_cannot_read(conf_dir, settings, sp
     config = load_pipeline(write_pipeline(conf_dir, pipeline_dict("delta")))
     fs = HadoopFS(spark)
     location = config.checkpoint_location(settings)
-    bad = produce(config, settings, 1000, bad_ratio=0.02, seed=50, echo=print).bad_total
-    Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(install_signal_handlers=False)
+    bad = produce(config, settings, 1000, bad_ratio=0.02, seed=50).bad_total
+    Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
     last = max(int(n) for n in fs.list_names(f"{location}/commits") if n.isdigit())
     fs.write_text(f"{location}/commits/{last}", "")
-    bad += produce(config, settings, 1000, bad_ratio=0.02, seed=51, echo=print).bad_total
-    summary = Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+    bad += produce(config, settings, 1000, bad_ratio=0.02, seed=51).bad_total
+    summary = Pipeline(config, settings, spark=spark, trigger="available-now").run(
         install_signal_handlers=False)
     assert summary.plan.action == "rebuild" and f"commits/{last}" in summary.plan.reason
     assert summary.rows + summary.dead_letters == 1000

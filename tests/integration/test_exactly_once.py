@@ -16,10 +16,13 @@ import pytest
 from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.config import load_pipeline
+from ingest.errors import ExitCode
+from ingest.events import (BatchCommitted, BatchReplayed, RunFinished, RunStarted, StandbyReady, StandbyTakingOver,
+                           StopRequested, read_events)
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import pipeline_dict, write_pipeline
+from tests.helpers import events_of, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
@@ -30,7 +33,7 @@ def _pipeline(conf_dir, fmt, **overrides):
 
 
 def _run(config, settings, spark, trigger="available-now"):
-    return Pipeline(config, settings, spark=spark, trigger=trigger, echo=print).run(install_signal_handlers=False)
+    return Pipeline(config, settings, spark=spark, trigger=trigger).run(install_signal_handlers=False)
 
 
 def _assert_exact(report, produced_total, bad_total):
@@ -70,7 +73,7 @@ def _steady_run(fmt, count, conf_dir, settings, spark, max_offsets=5000):
     data = pipeline_dict(fmt)
     data["source"]["max_offsets_per_trigger"] = max_offsets
     config = load_pipeline(write_pipeline(conf_dir, data))
-    produced = produce(config, settings, count, bad_ratio=0.01, seed=7, echo=print)
+    produced = produce(config, settings, count, bad_ratio=0.01, seed=7)
     assert produced.bad_total > 0 and set(produced.bad) == {"malformed_json", "type_mismatch",
                                                             "missing_required_field", "oversize", "invalid_utf8"}
     summary = _run(config, settings, spark)
@@ -79,8 +82,8 @@ def _steady_run(fmt, count, conf_dir, settings, spark, max_offsets=5000):
     report = reconcile(config, settings, spark)
     _assert_exact(report, count, produced.bad_total)
     assert report.dead_letters_by_reason == produced.bad
-    from ingest.sinks import sinks_for
-    main, dead = sinks_for(spark, config, settings)
+    from ingest.formats import tables_for
+    main, dead = tables_for(spark, config, settings)
     assert dead.read().filter("_error IS NULL OR _raw IS NULL OR _error_detail IS NULL").count() == 0
     # rescued undeclared fields (the generator adds `coupon` to ~2% of good events)
     assert main.read().filter("_rescued_data LIKE '%coupon%'").count() > 0
@@ -93,10 +96,10 @@ def _steady_run(fmt, count, conf_dir, settings, spark, max_offsets=5000):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_lost_checkpoint_resumes_from_table_offsets(fmt, conf_dir, settings, spark):
     config = _pipeline(conf_dir, fmt)
-    first = produce(config, settings, 4000, bad_ratio=0.01, seed=1, echo=print)
+    first = produce(config, settings, 4000, bad_ratio=0.01, seed=1)
     _run(config, settings, spark)
     HadoopFS(spark).delete(config.checkpoint_location(settings))
-    second = produce(config, settings, 3000, bad_ratio=0.01, seed=2, echo=print)
+    second = produce(config, settings, 3000, bad_ratio=0.01, seed=2)
     summary = _run(config, settings, spark)
     assert summary.plan.action == "rebuild" and "checkpoint missing" in summary.plan.reason
     assert summary.rows + summary.dead_letters == 3000  # only the new records were read and written
@@ -109,16 +112,16 @@ def test_stale_checkpoint_restore_neither_duplicates_nor_skips(fmt, conf_dir, se
     source["source"]["max_offsets_per_trigger"] = 1000
     config = load_pipeline(write_pipeline(conf_dir, source))
     location = config.checkpoint_location(settings)
-    bad = produce(config, settings, 3000, bad_ratio=0.02, seed=3, echo=print).bad_total
+    bad = produce(config, settings, 3000, bad_ratio=0.02, seed=3).bad_total
     _run(config, settings, spark)
     assert _copy_prefix(settings, location, location + ".backup") > 0
-    bad += produce(config, settings, 4000, bad_ratio=0.02, seed=4, echo=print).bad_total
+    bad += produce(config, settings, 4000, bad_ratio=0.02, seed=4).bad_total
     later = _run(config, settings, spark)
     assert len(later.batches) >= 4
     # restore the old copy over the live checkpoint
     HadoopFS(spark).delete(location)
     _copy_prefix(settings, location + ".backup", location)
-    bad += produce(config, settings, 2000, bad_ratio=0.02, seed=5, echo=print).bad_total
+    bad += produce(config, settings, 2000, bad_ratio=0.02, seed=5).bad_total
     summary = _run(config, settings, spark)
     assert summary.plan.action == "rebuild" and "behind the table" in summary.plan.reason
     assert summary.rows + summary.dead_letters == 2000
@@ -131,14 +134,14 @@ def test_schema_drift_while_the_stream_runs(fmt, conf_dir, settings, spark):
 
     from confluent_kafka import Producer
 
-    from ingest.sinks import sinks_for
+    from ingest.formats import tables_for
 
     config = _pipeline(conf_dir, fmt)
-    produce(config, settings, 500, seed=6, echo=print)
-    pipeline = Pipeline(config, settings, spark=spark, trigger="processing-time=1s", echo=print)
+    produce(config, settings, 500, seed=6)
+    pipeline = Pipeline(config, settings, spark=spark, trigger="processing-time=1s")
     runner = threading.Thread(target=lambda: pipeline.run(install_signal_handlers=False), daemon=True)
     runner.start()
-    main, dead = sinks_for(spark, config, settings)
+    main, dead = tables_for(spark, config, settings)
     _wait_for(lambda: _count(main) >= 495, "first records to land")
 
     producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
@@ -204,7 +207,7 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
     rng = random.Random(int(os.environ.get("LAKELINE_TEST_SEED", "9")))
-    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
+    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
            "--trigger", "processing-time=500ms"]
     kills = []
     try:
@@ -222,7 +225,7 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
         stop.set()
         producer.join(60)
     print(f"killed after {kills} seconds")
-    final = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
+    final = subprocess.run([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
                             "--trigger", "available-now"], capture_output=True, text=True, env=os.environ.copy(),
                            timeout=900)
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
@@ -241,24 +244,25 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
 def test_stop_signal_stops_cleanly_with_exit_0(target, sig, conf_dir, settings):
     path = write_pipeline(conf_dir, pipeline_dict("delta"))
     config = load_pipeline(path)
-    produce(config, settings, 2000, seed=11, echo=print)
-    proc = subprocess.Popen([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
-                             "--trigger", "processing-time=1s"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=os.environ.copy(), start_new_session=True)
+    produce(config, settings, 2000, seed=11)
+    proc = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
+                             "--trigger", "processing-time=1s", "--events", "-"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy(), start_new_session=True)
     lines = []
     deadline = time.monotonic() + 240
     for line in proc.stdout:
         lines.append(line)
-        if "batch 0:" in line or time.monotonic() > deadline:
+        if read_events(line) and isinstance(read_events(line)[0], BatchCommitted) or time.monotonic() > deadline:
             break
     if target == "group":
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0, "".join(lines) + out
-    assert "stop requested" in out and "done:" in out
-    assert "Traceback" not in out, out
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, "".join(lines) + out + err[-3000:]
+    kinds = [type(e) for e in read_events("".join(lines) + out)]
+    assert StopRequested in kinds and kinds[-1] is RunFinished, out
+    assert "Traceback" not in err, err
 
 
 # Iceberg in the heavy tier (CI runs it): the default run stays near 25 minutes.
@@ -270,8 +274,8 @@ def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, co
     data["source"]["max_offsets_per_trigger"] = 1000
     path = write_pipeline(conf_dir, data)
     config = load_pipeline(path)
-    bad = produce(config, settings, 4000, bad_ratio=0.05, seed=21, echo=print).bad_total
-    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path), "--trigger", "available-now"]
+    bad = produce(config, settings, 4000, bad_ratio=0.05, seed=21).bad_total
+    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path), "--trigger", "available-now"]
     outputs = []
     for point in ("after-dlq-commit@1", "after-table-commit@2"):
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -279,9 +283,12 @@ def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, co
         outputs.append(run.stdout)
         assert run.returncode == -signal.SIGKILL, run.stdout[-2000:] + run.stderr[-2000:]
         assert f"SIGKILL at {point.replace('@', ' of batch ')}" in run.stdout
-    final = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    final = subprocess.run(cmd + ["--events", "-"], capture_output=True, text=True, timeout=600,
+                           env=os.environ.copy())
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
-    assert "start: resume" in final.stdout and "batch 2: replayed, already in table" in final.stdout
+    events = read_events(final.stdout)
+    assert [e.action for e in events if isinstance(e, RunStarted)] == ["resume"], final.stdout
+    assert [e.batch_id for e in events if isinstance(e, BatchReplayed)] == [2], final.stdout
     _assert_exact(reconcile(config, settings, spark), 4000, bad)
 
 
@@ -293,26 +300,29 @@ def test_warm_standby_takes_over_after_kill_minus_9_and_a_second_driver_is_refus
     data["source"]["max_offsets_per_trigger"] = 1000
     path = write_pipeline(conf_dir, data)
     config = load_pipeline(path)
-    bad = produce(config, settings, 2000, bad_ratio=0.02, seed=41, echo=print).bad_total
-    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
+    bad = produce(config, settings, 2000, bad_ratio=0.02, seed=41).bad_total
+    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
            "--trigger", "processing-time=500ms"]
     logs = {name: tmp_path / f"{name}.log" for name in ("primary", "standby")}
-    primary = subprocess.Popen(cmd, stdout=open(logs["primary"], "w"), stderr=subprocess.STDOUT)
+    streams = {name: tmp_path / f"{name}.events.jsonl" for name in ("primary", "standby")}
+    primary = subprocess.Popen(cmd + ["--events", str(streams["primary"])], stdout=open(logs["primary"], "w"),
+                               stderr=subprocess.STDOUT)
     standby = None
     try:
-        _wait_for(lambda: "batch 0:" in logs["primary"].read_text(), "the driver's first batch", timeout=240)
+        _wait_for(lambda: events_of(streams["primary"], BatchCommitted), "the driver's first batch", timeout=240)
         second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        assert second.returncode == 2 and f"another driver (pid {primary.pid})" in second.stderr, second.stderr
-        standby = subprocess.Popen(cmd + ["--standby"], stdout=open(logs["standby"], "w"),
-                                   stderr=subprocess.STDOUT)
-        _wait_for(lambda: "standby: warm" in logs["standby"].read_text(), "the standby to warm up", timeout=240)
-        assert "taking over" not in logs["standby"].read_text()  # the driver still holds the lock
-        bad += produce(config, settings, 2000, bad_ratio=0.02, seed=42, echo=print).bad_total
+        assert second.returncode == ExitCode.REFUSED and f"another driver (pid {primary.pid})" in second.stderr, \
+            second.stderr
+        standby = subprocess.Popen(cmd + ["--standby", "--events", str(streams["standby"])],
+                                   stdout=open(logs["standby"], "w"), stderr=subprocess.STDOUT)
+        _wait_for(lambda: events_of(streams["standby"], StandbyReady), "the standby to warm up", timeout=240)
+        assert not events_of(streams["standby"], StandbyTakingOver)  # the driver still holds the lock
+        bad += produce(config, settings, 2000, bad_ratio=0.02, seed=42).bad_total
         primary.send_signal(signal.SIGKILL)
         primary.wait(30)
-        _wait_for(lambda: "taking over" in logs["standby"].read_text(), "the standby to take over", timeout=30)
-        _wait_for(lambda: "batch" in logs["standby"].read_text().split("taking over", 1)[1],
-                  "a batch from the standby", timeout=120)
+        _wait_for(lambda: events_of(streams["standby"], StandbyTakingOver), "the standby to take over", timeout=30)
+        _wait_for(lambda: events_of(streams["standby"], BatchCommitted, BatchReplayed), "a batch from the standby",
+                  timeout=120)
         standby.send_signal(signal.SIGTERM)
         assert standby.wait(120) == 0, logs["standby"].read_text()[-3000:]
     finally:

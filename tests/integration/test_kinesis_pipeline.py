@@ -17,6 +17,7 @@ import pytest
 
 from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.config import load_pipeline
+from ingest.events import BatchCommitted, BatchReplayed, Events, HumanLines, Recorder, RunStarted, read_events
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
@@ -35,7 +36,7 @@ def _kinesis_pipeline(conf_dir, fmt, max_records=2000):
 
 
 def _run(config, settings, spark, trigger="available-now"):
-    return Pipeline(config, settings, spark=spark, trigger=trigger, echo=print).run(install_signal_handlers=False)
+    return Pipeline(config, settings, spark=spark, trigger=trigger).run(install_signal_handlers=False)
 
 
 def _assert_exact(report, produced_total, bad_total):
@@ -51,7 +52,7 @@ def _assert_exact(report, produced_total, bad_total):
 @pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
 def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings, spark):
     _, config = _kinesis_pipeline(conf_dir, fmt)
-    produced = produce(config, settings, 6000, bad_ratio=0.01, seed=7, partitions=3, echo=print)
+    produced = produce(config, settings, 6000, bad_ratio=0.01, seed=7, partitions=3)
     assert len(produced.partitions) == 3 and produced.bad_total > 0
     started = time.monotonic()
     summary = _run(config, settings, spark)
@@ -68,7 +69,7 @@ def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings
 
     caught_up = check(config, settings, spark, datetime.now(UTC))
     assert caught_up.ok and caught_up.lag_records == 0 and caught_up.lag_exact
-    produce(config, settings, 40, seed=8, echo=print)
+    produce(config, settings, 40, seed=8)
     behind = check(config, settings, spark, datetime.now(UTC))
     assert behind.lag_records == 40 and behind.lag_exact and behind.ok  # a fresh commit: within max_staleness
 
@@ -76,19 +77,19 @@ def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings
 @pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
 def test_kinesis_lost_checkpoint_resumes_from_table_offsets(fmt, conf_dir, settings, spark):
     _, config = _kinesis_pipeline(conf_dir, fmt)
-    first = produce(config, settings, 3000, bad_ratio=0.01, seed=1, partitions=2, echo=print)
+    first = produce(config, settings, 3000, bad_ratio=0.01, seed=1, partitions=2)
     _run(config, settings, spark)
     # The checkpoint tools read Kinesis offsets too: a backup verifies, and a start from it would resume.
-    from ingest.sinks import sinks_for
+    from ingest.formats import tables_for
     from maintenance import checkpoints
 
-    fs, main = HadoopFS(spark), sinks_for(spark, config, settings)[0]
+    fs, main = HadoopFS(spark), tables_for(spark, config, settings)[0]
     root = config.backup_location(settings)
     checkpoints.backup(fs, config.checkpoint_location(settings), root, config.pipeline, main.last_commit(), keep=2)
     verified = checkpoints.verify(fs, root, None, main.last_commit())
     assert verified.ok and "would resume" in verified.consistency, (verified.problems, verified.consistency)
     HadoopFS(spark).delete(config.checkpoint_location(settings))
-    second = produce(config, settings, 2000, bad_ratio=0.01, seed=2, echo=print)
+    second = produce(config, settings, 2000, bad_ratio=0.01, seed=2)
     summary = _run(config, settings, spark)
     assert summary.plan.action == "rebuild" and "checkpoint missing" in summary.plan.reason
     assert summary.rows + summary.dead_letters == 2000  # only the new records were read and written
@@ -101,15 +102,18 @@ def test_kinesis_lost_checkpoint_resumes_from_table_offsets(fmt, conf_dir, setti
 @pytest.mark.parametrize("fmt", ["delta"])
 def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, request):
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
-    bad = produce(config, settings, 4000, bad_ratio=0.05, seed=21, partitions=2, echo=print).bad_total
-    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path), "--trigger", "available-now"]
+    bad = produce(config, settings, 4000, bad_ratio=0.05, seed=21, partitions=2).bad_total
+    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path), "--trigger", "available-now"]
     for point in ("after-dlq-commit@1", "after-table-commit@2"):
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                              env={**os.environ, "LAKELINE_CRASH_AT": point})
         assert run.returncode == -signal.SIGKILL, run.stdout[-2000:] + run.stderr[-2000:]
-    final = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    final = subprocess.run(cmd + ["--events", "-"], capture_output=True, text=True, timeout=600,
+                           env=os.environ.copy())
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
-    assert "start: resume" in final.stdout and "batch 2: replayed, already in table" in final.stdout
+    events = read_events(final.stdout)
+    assert [e.action for e in events if isinstance(e, RunStarted)] == ["resume"], final.stdout
+    assert [e.batch_id for e in events if isinstance(e, BatchReplayed)] == [2], final.stdout
     # The test's own SparkSession starts only now, so only one Spark driver runs at a time.
     _assert_exact(reconcile(config, settings, request.getfixturevalue("spark")), 4000, bad)
 
@@ -119,7 +123,7 @@ def test_kinesis_crash_between_commits_replays_exactly(fmt, conf_dir, settings, 
 def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings, request, tmp_path):
     """kill -9 the driver at 3 random moments while a producer keeps writing; restart each time; exact."""
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=3000)
-    produce(config, settings, 0, partitions=3, echo=print)  # create the stream with 3 shards
+    produce(config, settings, 0, partitions=3)  # create the stream with 3 shards
     stop = threading.Event()
     produced = {"count": 0, "bad": 0}
 
@@ -134,7 +138,7 @@ def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, s
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
     rng = random.Random(int(os.environ.get("LAKELINE_TEST_SEED", "9")))
-    cmd = [sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
+    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
            "--trigger", "processing-time=500ms"]
     kills = []
     try:
@@ -151,7 +155,7 @@ def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, s
         stop.set()
         producer.join(60)
     print(f"killed after {kills} seconds")
-    final = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(path),
+    final = subprocess.run([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
                             "--trigger", "available-now"], capture_output=True, text=True, env=os.environ.copy(),
                            timeout=900)
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
@@ -181,12 +185,14 @@ def test_kinesis_shard_split_mid_run_is_exact(fmt, conf_dir, settings, spark):
         try:
             local = settings.model_copy(update={"kinesis_endpoint": f"http://127.0.0.1:{port}"})
             _, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
-            bad = produce(config, local, 3000, bad_ratio=0.01, seed=31, partitions=2, echo=print).bad_total
-            pipeline = Pipeline(config, local, spark=spark, trigger="processing-time=500ms", echo=print)
+            bad = produce(config, local, 3000, bad_ratio=0.01, seed=31, partitions=2).bad_total
+            recorder = Recorder()
+            pipeline = Pipeline(config, local, spark=spark, trigger="processing-time=500ms",
+                                events=Events(HumanLines(), recorder))
             runner = threading.Thread(target=pipeline.run, kwargs={"install_signal_handlers": False}, daemon=True)
             runner.start()
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not (pipeline._last and pipeline._last.batch_id >= 0):  # noqa: SLF001
+            while time.monotonic() < deadline and not recorder.of(BatchCommitted):
                 time.sleep(0.5)
             client = boto3.client("kinesis", endpoint_url=local.kinesis_endpoint, region_name=local.aws_region,
                                   aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -194,11 +200,11 @@ def test_kinesis_shard_split_mid_run_is_exact(fmt, conf_dir, settings, spark):
             lo, hi = int(parent["HashKeyRange"]["StartingHashKey"]), int(parent["HashKeyRange"]["EndingHashKey"])
             client.split_shard(StreamName=config.source.stream, ShardToSplit=parent["ShardId"],
                                NewStartingHashKey=str((lo + hi) // 2))
-            bad += produce(config, local, 3000, bad_ratio=0.01, seed=32, echo=print).bad_total
+            bad += produce(config, local, 3000, bad_ratio=0.01, seed=32).bad_total
             total = 6000
-            from ingest.sinks import sinks_for
+            from ingest.formats import tables_for
 
-            main, dead = sinks_for(spark, config, local)
+            main, dead = tables_for(spark, config, local)
             deadline = time.monotonic() + 240
             while time.monotonic() < deadline and main.read().count() + dead.read().count() < total:
                 time.sleep(2)

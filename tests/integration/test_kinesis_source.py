@@ -194,7 +194,7 @@ def test_replayed_batch_reads_exactly_the_planned_records(kinesis):
 
 
 def test_missing_stream_is_a_clear_error(kinesis):
-    from ingest.adapters.kinesis import KinesisError
+    from ingest.errors import KinesisError
     from ingest.sources.kinesis import KinesisStreamReader
 
     with pytest.raises(KinesisError, match="not found"):

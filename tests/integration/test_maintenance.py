@@ -25,7 +25,8 @@ from ingest.produce import produce
 from ingest.reconcile import reconcile
 from maintenance.compaction import compact
 from maintenance.health import collect_health, plot_sizes, table_ref
-from maintenance.policy import RetentionRefused, load_table
+from ingest.errors import RetentionRefused
+from maintenance.policy import load_table
 from maintenance.retention import retain
 from tests.helpers import pipeline_dict, write_pipeline
 
@@ -50,7 +51,7 @@ def _setup(conf_dir, fmt, max_offsets=300, compaction=None, retention=None):
 
 
 def _run(config, settings, spark):
-    return Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+    return Pipeline(config, settings, spark=spark, trigger="available-now").run(
         install_signal_handlers=False)
 
 
@@ -90,7 +91,7 @@ def _produce_day(config, settings, day: str, count: int) -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spark, tmp_path):
     config, table, table_path = _setup(conf_dir, fmt)
-    produce(config, settings, 3000, seed=21, echo=print)
+    produce(config, settings, 3000, seed=21)
     _run(config, settings, spark)
     hot_day = "2026-01-15"
     # 700 events at 300 per batch: at least three micro-batches, so at least three files however the previous
@@ -154,10 +155,10 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
     config, table, _ = _setup(conf_dir, fmt, max_offsets=400)
     pipeline_path = conf_dir / f"{config.pipeline}.yaml"
     produced = {"count": 0, "bad": 0}
-    first = produce(config, settings, 2000, bad_ratio=0.01, seed=31, echo=print)
+    first = produce(config, settings, 2000, bad_ratio=0.01, seed=31)
     produced["count"], produced["bad"] = first.count, first.bad_total
     log = open(tmp_path / "stream.log", "w")
-    stream = subprocess.Popen([sys.executable, "-m", "ingest.cli", "ingest", "--pipeline", str(pipeline_path),
+    stream = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(pipeline_path),
                                "--trigger", "processing-time=500ms"], stdout=log, stderr=subprocess.STDOUT,
                               env={**os.environ, "LAKELINE_SPARK_MASTER": "local[1]"})
     stop = threading.Event()
@@ -216,7 +217,7 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_retention_guards_and_orphans_of_a_killed_writer(fmt, conf_dir, settings, spark):
     config, table, _ = _setup(conf_dir, fmt)
-    produce(config, settings, 1500, seed=51, echo=print)
+    produce(config, settings, 1500, seed=51)
     _run(config, settings, spark)
     now = datetime.now(UTC)
     with pytest.raises(RetentionRefused, match="shorter than retention.min_retain 24h"):
@@ -248,7 +249,7 @@ def test_retention_guards_and_orphans_of_a_killed_writer(fmt, conf_dir, settings
     assert any(f.endswith(orphan.rsplit("/", 1)[1]) for f in done.orphan_files) and not _exists(spark, orphan)
     assert any("commit record" in n for n in done.notes)  # the newest pipeline snapshot was kept
     assert _answer(spark, table, settings) == answer
-    produce(config, settings, 200, seed=52, echo=print)
+    produce(config, settings, 200, seed=52)
     summary = _run(config, settings, spark)
     assert summary.plan.action == "resume"
     assert reconcile(config, settings, spark).exact
@@ -283,9 +284,9 @@ def _has_table(spark, table, settings) -> bool:
 
 
 def _landed(spark, config, settings) -> int:
-    from ingest.sinks import sinks_for
+    from ingest.formats import tables_for
 
-    main, dead = sinks_for(spark, config, settings)
+    main, dead = tables_for(spark, config, settings)
     return main.read().count() + dead.read().count()
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.config import PipelineConfig
-from ingest.sinks import sinks_for
+from ingest.formats import tables_for
 from tests.helpers import pipeline_dict
 
 pytestmark = pytest.mark.integration
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 def test_delta_create_killed_before_its_first_commit_is_recovered(spark, settings):
     """kill -9 during CREATE leaves only `_delta_log/_staged_commits/`; the next start must still create it."""
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_create_{uuid.uuid4().hex[:6]}"))
-    main, _ = sinks_for(spark, config, settings)
+    main, _ = tables_for(spark, config, settings)
     bucket, prefix = split_s3_uri(main.location)
     s3 = s3_client(settings)
     s3.put_object(Bucket=bucket, Key=f"{prefix}/_delta_log/_staged_commits/", Body=b"")
@@ -28,7 +28,7 @@ def test_delta_create_killed_before_its_first_commit_is_recovered(spark, setting
 
 def test_delta_log_with_files_but_no_table_is_left_alone(spark, settings):
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_keep_{uuid.uuid4().hex[:6]}"))
-    main, _ = sinks_for(spark, config, settings)
+    main, _ = tables_for(spark, config, settings)
     bucket, prefix = split_s3_uri(main.location)
     s3 = s3_client(settings)
     s3.put_object(Bucket=bucket, Key=f"{prefix}/_delta_log/something-unexpected.json", Body=b"{}")
@@ -48,10 +48,10 @@ def test_first_start_killed_mid_offsets_write_starts_cleanly(spark, settings, co
     from tests.helpers import write_pipeline
 
     config = load_pipeline(write_pipeline(conf_dir, pipeline_dict("delta")))
-    produce(config, settings, 500, seed=41, echo=print)
+    produce(config, settings, 500, seed=41)
     location = config.checkpoint_location(settings)
     HadoopFS(spark).write_text(f"{location}/offsets/.0.2b1c.tmp", "v1\n{")
-    summary = Pipeline(config, settings, spark=spark, trigger="available-now", echo=print).run(
+    summary = Pipeline(config, settings, spark=spark, trigger="available-now").run(
         install_signal_handlers=False)
     assert summary.plan.action == "fresh" and summary.rows == 500
     assert reconcile(config, settings, spark).exact
@@ -66,7 +66,7 @@ def test_delta_transaction_id_only_where_a_replay_can_happen(spark, settings):
     from ingest.commits import CommitRecord
 
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_txn_{uuid.uuid4().hex[:6]}"))
-    _, dead = sinks_for(spark, config, settings)  # unpartitioned: the rows below need no decoded fields
+    _, dead = tables_for(spark, config, settings)  # unpartitioned: the rows below need no decoded fields
     dead.ensure()
     rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
                                  datetime.now(UTC))], dead.schema)
@@ -96,10 +96,10 @@ def test_delta_last_commit_reads_the_newest_commit_files_and_widens_past_other_w
     from datetime import datetime, UTC
 
     from ingest.commits import CommitRecord
-    from ingest.sinks.delta import _NEWEST
+    from ingest.formats.delta import _NEWEST
 
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_last_{uuid.uuid4().hex[:6]}"))
-    _, dead = sinks_for(spark, config, settings)
+    _, dead = tables_for(spark, config, settings)
     dead.ensure()
     assert dead._newest_record(_NEWEST) == (None, True) and dead.last_commit() is None  # only the create
     rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
@@ -128,7 +128,7 @@ def test_iceberg_last_commit_walks_the_current_lineage(spark, settings):
     from ingest.commits import CommitRecord
 
     config = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_last_{uuid.uuid4().hex[:6]}"))
-    _, dead = sinks_for(spark, config, settings)
+    _, dead = tables_for(spark, config, settings)
     dead.ensure()
     assert dead.last_commit() is None
     rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",

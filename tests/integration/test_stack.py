@@ -61,7 +61,7 @@ def test_spark_writes_and_reads_delta_on_moto_s3(spark, settings):
 
 
 def test_iceberg_written_by_spark_is_read_by_pyiceberg(spark, settings):
-    from ingest.adapters.analyst import iceberg_catalog
+    from ingest.formats.iceberg import iceberg_catalog
 
     name = f"smoke_{uuid.uuid4().hex[:6]}"
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lakeline.smoke")

@@ -8,8 +8,9 @@ from datetime import datetime, timedelta, UTC
 import pytest
 
 from ingest.commits import CommitRecord
-from maintenance.checkpoints import (HEARTBEAT_FILE, BackupError, PipelineRunning, backup, list_backups,
-                                     load_manifest, restore, verify)
+from ingest.errors import BackupError, PipelineRunning
+from ingest.checkpoint import HEARTBEAT_FILE
+from maintenance.checkpoints import backup, list_backups, load_manifest, restore, verify
 from tests.helpers import LocalFS
 
 T = "orders"

@@ -93,7 +93,8 @@ def test_task_launcher_command_lines(launcher, expect):
     command = lakeline_command(["freshness", "--pipeline", "p.yaml"], env)
     assert expect in command and command[-3:] == ["freshness", "--pipeline", "p.yaml"]
     if launcher == "spark-submit":
-        assert command[command.index("--master") + 1] == "spark://m:7077" and command[-4].endswith("ingest/cli.py")
+        assert command[command.index("--master") + 1] == "spark://m:7077"
+        assert command[-4].endswith("lakeline/__main__.py")
 
 
 def test_spark_submit_launcher_needs_a_master():
@@ -135,7 +136,8 @@ def test_drill_run_id_is_stable_and_valid():
 
 
 def test_run_lakeline_parses_json_and_streams_the_error_of_a_failing_command(tmp_path):
-    from maintenance.tasks import TaskFailed, run_lakeline
+    from ingest.errors import TaskFailed
+    from maintenance.tasks import run_lakeline
 
     result = run_lakeline(["check-config", "--pipeline", str(REPO / "conf/pipelines/orders_delta.yaml")])
     assert result.code == 0 and result.output["pipeline"]["pipeline"] == "orders_delta"

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from ingest.driver_lock import DriverLock, DriverLockHeld
+from ingest.driver_lock import DriverLock
+from ingest.errors import DriverLockHeld
 
 HOLDER = """
 import sys, time

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.adapters.kinesis import KinesisClient, KinesisError, backoff_delays
+from ingest.adapters.kinesis import KinesisClient, backoff_delays
+from ingest.errors import KinesisError
 from ingest.sources import kinesis_offsets as ko
 from ingest.sources.kinesis_offsets import ShardInfo
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from infra.paths import REPO_ROOT
+from ingest.errors import ExitCode
 
 PIPELINES = (REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml",
              REPO_ROOT / "conf" / "pipelines" / "orders_iceberg.yaml")
@@ -15,7 +16,8 @@ TABLES = ("orders_delta", "orders_iceberg")  # conf/tables/<name>.yaml
 DEMO_BATCH = 10_000  # records per micro-batch, so the demo leaves the small files a stream would
 
 
-def run_demo(count: int, bad_ratio: float, stop_stack: bool = False, pipelines: tuple[Path, ...] = PIPELINES) -> int:
+def run_demo(count: int, bad_ratio: float, stop_stack: bool = False,
+             pipelines: tuple[Path, ...] = PIPELINES) -> ExitCode:
     from infra import stack
     from ingest.config import load_pipeline
     from ingest.pipeline import Pipeline
@@ -63,4 +65,4 @@ def run_demo(count: int, bad_ratio: float, stop_stack: bool = False, pipelines: 
     if stop_stack:
         stack.down()
     print(f"demo finished in {time.monotonic() - started:.0f}s: {'all exact' if exact else 'NOT EXACT'}")
-    return 0 if exact else 3
+    return ExitCode.OK if exact else ExitCode.NOT_EXACT

@@ -1,0 +1,246 @@
+"""The table-format seam: everything that differs between Delta Lake and Apache Iceberg lives behind `TableFormat`
+(stateless, one per format) and `LakeTable` (one table, in one Spark session).
+
+Callers never branch on the format name: they ask `format_for(name)` (the only place a name becomes an
+implementation) or `tables_for(...)` for a pipeline's tables, and call the interface. What each implementation owns:
+creating and reading the table, appending with Lakeline's commit record, reading commit records back, the table
+schema and adding columns to it, measuring its files (health), compaction, retention, the Spark-free analyst read,
+and classifying a commit failure by its exception type (conflict: retry; unknown outcome: reconcile).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, ClassVar
+
+from ingest.commits import CommitRecord
+from ingest.errors import ConfigError, LakelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from ingest.config import PipelineConfig
+    from ingest.settings import Settings
+
+FORMAT_NAMES = ("delta", "iceberg")
+
+
+@dataclass
+class TableFiles:
+    """A table's live data files and its version history, as measured (maintenance.health turns this into the
+    per-partition health the policy decides on)."""
+
+    location: str
+    files: list[tuple[str, int, datetime | None]]  # (partition 'col=value' or '', bytes, newest write time)
+    versions: int  # Delta versions in the log / Iceberg snapshots retained
+    current_version: int | None
+    metadata_bytes: int  # _delta_log or Iceberg metadata folder
+    oldest_version_at: datetime | None
+    last_compaction_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How compaction lays out the rewritten files."""
+
+    target_bytes: int
+    small_below: int
+    sort_by: tuple[str, ...] = ()
+    zorder_by: tuple[str, ...] = ()
+
+
+@dataclass
+class Rewrite:
+    """What one compaction commit did."""
+
+    files_removed: int
+    files_added: int
+    bytes_rewritten: int
+
+
+@dataclass
+class RetentionOutcome:
+    """What retention removed (or, in a dry run, would remove)."""
+
+    orphan_older_than: timedelta  # the orphan age the format really applied
+    files_deleted: list[str] = field(default_factory=list)
+    orphan_files: list[str] = field(default_factory=list)
+    snapshots_expired: int | None = None  # None: the format has no snapshots to expire
+    expire_before: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class LakeTable(ABC):
+    """One table (Delta or Iceberg) in one Spark session. `pipeline` names whose commit records count as this
+    table's (commits by others, e.g. compaction, carry none)."""
+
+    display_name: str
+    ref: str  # Delta: the location; Iceberg: catalog.namespace.table
+
+    def __init__(self, spark: "SparkSession", ref: str, schema: "StructType | None", partition_by: list[str],
+                 pipeline: str):
+        self.spark, self.ref, self.schema = spark, ref, schema
+        self.partition_by, self.pipeline = partition_by, pipeline
+
+    # ---- the pipeline's side ---------------------------------------------------------------------------------
+    @abstractmethod
+    def ensure(self) -> None:
+        """Create the table if it does not exist (schema and partitioning from config)."""
+
+    @abstractmethod
+    def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
+        """Append `frame` atomically with `record` in the same commit. The pipeline skips a replay of a
+        (lineage, batch) the table already holds; with `may_be_replay` the table also checks at commit time where
+        the format can (Delta's txnAppId/txnVersion)."""
+
+    @abstractmethod
+    def commits(self) -> list[CommitRecord]:
+        """This pipeline's commit records, oldest first, on the table's current lineage of versions/snapshots."""
+
+    @abstractmethod
+    def last_commit(self) -> CommitRecord | None:
+        """This pipeline's newest commit record (what `commits()[-1]` gives), read as cheaply as the format can."""
+
+    @abstractmethod
+    def last_commit_time(self) -> datetime | None:
+        """When this pipeline's newest commit landed, by the table's own clock (UTC)."""
+
+    @abstractmethod
+    def read(self) -> "DataFrame":
+        """The table's current rows."""
+
+    def table_schema(self) -> "StructType":
+        """The table's current schema, as the table has it (not as config declares it)."""
+        return self.read().schema
+
+    @abstractmethod
+    def add_columns(self, columns: "StructType") -> None:
+        """Add nullable columns (schema evolution); columns the table already has are an error."""
+
+    # ---- maintenance's side ----------------------------------------------------------------------------------
+    @abstractmethod
+    def measure(self, partition_column: str | None) -> TableFiles:
+        """Live data files per partition and the version history."""
+
+    @abstractmethod
+    def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
+        """Compact one partition ((column, value); None: the whole table) in one atomic commit."""
+
+    @abstractmethod
+    def tidy_metadata(self) -> int:
+        """After compaction: rewrite what the format's metadata needs (Iceberg manifests). Returns the count."""
+
+    @abstractmethod
+    def retention_floor(self) -> tuple[timedelta | None, str]:
+        """The table's own minimum retention window and the property that sets it (None: the format has none)."""
+
+    @abstractmethod
+    def remove_expired(self, retain: timedelta, orphan_older_than: timedelta, now: datetime,
+                       dry_run: bool) -> RetentionOutcome:
+        """Remove versions older than `retain` (keeping the one holding the pipeline's newest commit record) and
+        the files only they reference, plus orphan files older than `orphan_older_than`."""
+
+    @abstractmethod
+    def replace_rows(self, frame: "DataFrame") -> None:
+        """Overwrite the table's partitions with `frame` (benchmarks: lay out the same rows in other files)."""
+
+    @abstractmethod
+    def drop(self) -> None:
+        """Drop the table and its files (drill copies only)."""
+
+
+class TableFormat(ABC):
+    """One table format: how a pipeline's tables are named and opened, and what it calls a version."""
+
+    name: ClassVar[str]
+    version_noun: ClassVar[str]  # "versions" / "snapshots"
+    metadata_noun: ClassVar[str]  # "log" / "metadata"
+
+    @abstractmethod
+    def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
+        """Where the pipeline's table (or its table named `table`, e.g. the dead-letter table) is."""
+
+    @abstractmethod
+    def open(self, spark: "SparkSession", ref: str, schema: "StructType | None" = None,
+             partition_by: list[str] | None = None, pipeline: str = "") -> LakeTable:
+        """A handle on the table at `ref` (created by `ensure()`, when schema is given)."""
+
+    def scratch(self, spark: "SparkSession", directory: str, schema: "StructType", partition_by: list[str],
+                pipeline: str) -> LakeTable | None:
+        """A throwaway table under a local `directory` for warming up the write path, or None when the format
+        needs a catalog for any table."""
+        return None
+
+    @abstractmethod
+    def classify(self, exc: BaseException) -> type[LakelineError] | None:
+        """The taxonomy class of a commit failure, from its exception types: CommitConflict (nothing landed,
+        retry), UnknownCommitOutcome (reconcile from the table), or None (not a commit-outcome problem)."""
+
+    def layout_problem(self, sort_by: list[str], zorder_by: list[str]) -> str | None:
+        """Why this format cannot compact with that layout (None: it can)."""
+        return None
+
+    @abstractmethod
+    def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
+        """Register the table in a DuckDB `connection` as `name`, read without Spark (delta-rs / pyiceberg), as
+        a notebook or BI extract would."""
+
+
+def format_for(name: str) -> TableFormat:
+    """The implementation of a format name (config's `sink.format`)."""
+    if name == "delta":
+        from ingest.formats.delta import DeltaFormat
+
+        return DeltaFormat()
+    if name == "iceberg":
+        from ingest.formats.iceberg import IcebergFormat
+
+        return IcebergFormat()
+    raise ConfigError(f"sink.format {name!r} is not a table format; use one of {', '.join(FORMAT_NAMES)}")
+
+
+def tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") -> tuple[LakeTable, LakeTable]:
+    """(main table, dead-letter table) of a pipeline."""
+    from ingest.transforms import coordinates_for, dead_letter_schema, table_schema
+
+    fmt = format_for(config.sink.format)
+    partition = [config.sink.partition.column] if config.sink.partition else []
+    return (fmt.open(spark, fmt.ref(config, settings), table_schema(config), partition, config.pipeline),
+            fmt.open(spark, fmt.ref(config, settings, config.sink.dead_letters),
+                     dead_letter_schema(coordinates_for(config)), [], config.pipeline))
+
+
+def ddl_columns(schema: "StructType") -> str:
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                     for f in schema.fields)
+
+
+def java_raised(exc: BaseException, *class_names: str) -> bool:
+    """Whether `exc`, or anything in its Python or Java cause chain, is an instance of one of the JVM classes
+    `class_names` (subclasses included): a typed check, never a match on message text."""
+    from py4j.java_gateway import is_instance_of
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway  # noqa: SLF001 - py4j
+    if gateway is None:
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        throwable = getattr(current, "_origin", None) or getattr(current, "java_exception", None)
+        depth = 0
+        while throwable is not None and depth < 32:
+            try:
+                if any(is_instance_of(gateway, throwable, name) for name in class_names):
+                    return True
+                throwable = throwable.getCause()
+            except Py4JError:
+                break
+            depth += 1
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,0 +1,291 @@
+"""Delta Lake: the commit record in commitInfo.userMetadata (and txnAppId/txnVersion where the batch may be a replay:
+Delta then skips it itself); OPTIMIZE for compaction, VACUUM for retention, delta-rs for the analyst read."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ingest.commits import CommitRecord
+from ingest.errors import CommitConflict, LakelineError
+from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
+                            java_raised)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from ingest.config import PipelineConfig
+    from ingest.settings import Settings
+
+_NEWEST = 5     # commit files read first by last_commit()
+_RECENT = 200  # then these history entries, before falling back to the full log
+_COMMIT_FILE = re.compile(r"^\d{20}\.json$")  # not N.M.compacted.json or checkpoint files
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.IGNORECASE)
+_UNIT = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
+DEFAULT_DELETED_RETENTION = timedelta(weeks=1)
+DELETED_RETENTION_KEY = "delta.deletedFileRetentionDuration"
+
+# A lost commit race, nothing of ours landed: Delta's logical conflicts (the base class of ConcurrentAppend,
+# ConcurrentDeleteRead, ConcurrentTransaction, MetadataChanged, ProtocolChanged, ...) and the put-if-absent refusal
+# of the commit file (S3ConditionalPutLogStore's HTTP 412) when Delta does not retry it itself.
+_CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",
+              "java.nio.file.FileAlreadyExistsException", "org.apache.hadoop.fs.FileAlreadyExistsException")
+
+
+def parse_interval(value: str | None) -> timedelta | None:
+    """Delta table property values such as 'interval 1 week' / 'interval 168 hours'."""
+    match = _INTERVAL.match(value) if value else None
+    if not match:
+        return None
+    return timedelta(seconds=int(match.group(1)) * _UNIT[match.group(2).lower()])
+
+
+def delta_rs_uri(location: str) -> str:
+    """delta-rs speaks s3://, Spark's S3A s3a:// (same bucket and key)."""
+    return "s3://" + location.split("://", 1)[1] if location.startswith("s3a://") else location
+
+
+def delta_storage_options(settings: "Settings") -> dict[str, str]:
+    """object_store options for delta-rs (only what is set, so real S3 falls back to its default chain)."""
+    options = {"AWS_REGION": settings.aws_region}
+    if settings.s3_endpoint:
+        options["AWS_ENDPOINT_URL"] = settings.s3_endpoint
+        options["AWS_ALLOW_HTTP"] = str(settings.s3_endpoint.startswith("http://")).lower()
+    if settings.s3_path_style:
+        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
+    for key, value in (("AWS_ACCESS_KEY_ID", settings.aws_access_key_id),
+                       ("AWS_SECRET_ACCESS_KEY", settings.aws_secret_access_key),
+                       ("AWS_SESSION_TOKEN", settings.aws_session_token)):
+        if value:
+            options[key] = value
+    return options
+
+
+def _utc_ms(value) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
+
+
+class DeltaFormat(TableFormat):
+    name = "delta"
+    version_noun = "versions"
+    metadata_noun = "log"
+
+    def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
+        return config.delta_location(settings, table)
+
+    def open(self, spark, ref, schema=None, partition_by=None, pipeline="") -> "DeltaLakeTable":
+        return DeltaLakeTable(spark, ref, schema, list(partition_by or []), pipeline)
+
+    def scratch(self, spark, directory, schema, partition_by, pipeline) -> "DeltaLakeTable":
+        return DeltaLakeTable(spark, f"file:{directory}", schema, partition_by, pipeline)
+
+    def classify(self, exc: BaseException) -> type[LakelineError] | None:
+        from delta.exceptions import DeltaConcurrentModificationException
+
+        if isinstance(exc, DeltaConcurrentModificationException) or java_raised(exc, *_CONFLICTS):
+            return CommitConflict
+        return None  # a Delta commit is one put-if-absent of its log file: it either landed or failed
+
+    def layout_problem(self, sort_by: list[str], zorder_by: list[str]) -> str | None:
+        if sort_by:
+            return "compaction.sort_by: Delta OPTIMIZE has no plain sort; use zorder_by (or leave both empty " \
+                   "for bin-packing)"
+        return None
+
+    def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
+        from deltalake import DeltaTable
+
+        dataset = DeltaTable(delta_rs_uri(ref), storage_options=delta_storage_options(settings)).to_pyarrow_dataset()
+        connection.register(name, dataset)
+
+
+class DeltaLakeTable(LakeTable):
+    def __init__(self, spark: "SparkSession", location: str, schema: "StructType | None", partition_by: list[str],
+                 pipeline: str):
+        super().__init__(spark, location.rstrip("/"), schema, partition_by, pipeline)
+        self.location = self.ref
+        self.display_name = f"delta:{self.location}"
+
+    # ---- the pipeline's side ---------------------------------------------------------------------------------
+    def ensure(self) -> None:
+        from delta.tables import DeltaTable
+
+        # On a table that exists, createIfNotExists changes and checks nothing (not even the schema), but in a
+        # driver that has just started its code path costs about 2 s of a restart.
+        if self._exists_or_clear_interrupted_create():
+            return
+        builder = DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
+        if self.partition_by:
+            builder = builder.partitionedBy(*self.partition_by)
+        builder.execute()
+
+    def _exists_or_clear_interrupted_create(self) -> bool:
+        """Whether the table exists. A create killed before its first commit leaves `_delta_log/` holding only
+        directory markers, which makes every later create fail with DELTA_TABLE_NOT_FOUND. With no file in it, no
+        version was ever committed and nothing can reference it, so it is removed. A log holding any file is left
+        alone."""
+        from delta.tables import DeltaTable
+
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        log_dir = f"{self.location}/_delta_log"
+        fs = HadoopFS(self.spark)
+        if not fs.exists(log_dir):
+            return False
+        if DeltaTable.isDeltaTable(self.spark, self.location):
+            return True
+        if not fs.list_files(log_dir):
+            fs.delete(log_dir)
+        return False
+
+    def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
+        writer = frame.write.format("delta").mode("append").option("userMetadata", record.to_json())
+        if may_be_replay:
+            # Delta 4.4 answers a txnVersion lookup by rebuilding the table state from the log since the last
+            # checkpoint (three Spark jobs, about 1 s a commit on moto), so it is asked only where a replay can
+            # happen: the first batch after a start (see ingest.batch).
+            writer = (writer.option("txnAppId", f"lakeline.{self.pipeline}.{record.lineage}")
+                      .option("txnVersion", str(record.batch_id)))
+        writer.save(self.location)
+
+    def _records(self, limit: int | None) -> list[tuple[int, CommitRecord]]:
+        from delta.tables import DeltaTable
+
+        table = DeltaTable.forPath(self.spark, self.location)
+        history = table.history(limit) if limit else table.history()
+        rows = history.select("version", "userMetadata").where("userMetadata IS NOT NULL").collect()
+        out = []
+        for row in rows:
+            record = CommitRecord.from_json(row["userMetadata"])
+            if record is not None and record.pipeline == self.pipeline:
+                out.append((row["version"], record))
+        return sorted(out, key=lambda item: item[0])
+
+    def commits(self) -> list[CommitRecord]:
+        return [record for _, record in self._records(None)]
+
+    def last_commit(self) -> CommitRecord | None:
+        # The pipeline's newest commit is nearly always among the last few (compaction and retention commits
+        # interleave rarely), so widen only when it is not.
+        newest, conclusive = self._newest_record(_NEWEST)
+        if conclusive:
+            return newest
+        recent = self._records(_RECENT) or self._records(None)
+        return recent[-1][1] if recent else None
+
+    def _snapshot(self):
+        """(DeltaLog, fresh Snapshot) in the JVM."""
+        jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j
+        pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(
+            self.spark._jsparkSession, self.location)  # noqa: SLF001
+        return pair._1(), pair._2()  # noqa: SLF001
+
+    def _newest_record(self, versions: int) -> tuple[CommitRecord | None, bool]:
+        """The pipeline's record in the newest of the table's last `versions` commits, read from the commit files
+        themselves, and whether that settles it: yes when a record was found or every version back to 0 was read.
+        `history()` gives the same but runs Spark jobs: 3.8 s against 0.15 s in a driver that has just started.
+        A missing commit file (not yet backfilled, or cleaned up) ends the scan, not conclusive."""
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        version = self._snapshot()[1].version()
+        fs = HadoopFS(self.spark)
+        for number in range(version, max(-1, version - versions), -1):
+            path = f"{self.location}/_delta_log/{number:020d}.json"
+            if not fs.exists(path):
+                return None, False
+            for line in fs.read_text(path).splitlines():
+                info = json.loads(line).get("commitInfo") if '"commitInfo"' in line else None
+                if info is not None:
+                    record = CommitRecord.from_json(info["userMetadata"]) if info.get("userMetadata") else None
+                    if record is not None and record.pipeline == self.pipeline:
+                        return record, True
+                    break
+        return None, version < versions
+
+    def last_commit_time(self) -> datetime | None:
+        from delta.tables import DeltaTable
+
+        rows = (DeltaTable.forPath(self.spark, self.location).history(_RECENT)
+                .selectExpr("CAST(timestamp AS DOUBLE) AS epoch", "userMetadata")
+                .where("userMetadata IS NOT NULL").collect())
+        times = [row["epoch"] for row in rows
+                 if (record := CommitRecord.from_json(row["userMetadata"])) and record.pipeline == self.pipeline]
+        return datetime.fromtimestamp(max(times), UTC) if times else None
+
+    def read(self) -> "DataFrame":
+        return self.spark.read.format("delta").load(self.location)
+
+    def add_columns(self, columns: "StructType") -> None:
+        self.spark.sql(f"ALTER TABLE delta.`{self.location}` ADD COLUMNS ({ddl_columns(columns)})")
+
+    # ---- maintenance's side ----------------------------------------------------------------------------------
+    def measure(self, partition_column: str | None) -> TableFiles:
+        from delta.tables import DeltaTable
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        snapshot = self._snapshot()[1]
+        files = DataFrame(snapshot.allFiles().toDF(), self.spark)
+        column = partition_column
+        part = F.concat(F.lit(f"{column}="), F.col("partitionValues")[column]) if column else F.lit("")
+        rows = [(r["p"], int(r["size"]), _utc_ms(r["modificationTime"]))
+                for r in files.select(part.alias("p"), "size", "modificationTime").collect()]
+        log = HadoopFS(self.spark).list_status(f"{self.location}/_delta_log")
+        versions = [int(name[:20]) for name, _, _ in log if _COMMIT_FILE.match(name)]
+        history = DeltaTable.forPath(self.spark, self.location).history().select("version", "timestamp", "operation")
+        # Timestamps leave Spark as epoch millis: collect() would give naive local times, wrong off a UTC host.
+        oldest = history.agg(F.min(F.unix_millis("timestamp"))).first()[0]
+        optimized = history.where("operation = 'OPTIMIZE'").agg(F.max(F.unix_millis("timestamp"))).first()[0]
+        return TableFiles(self.location, rows, len(versions), int(snapshot.version()),
+                          sum(size for _, size, _ in log), _utc_ms(oldest), _utc_ms(optimized))
+
+    def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
+        from delta.tables import DeltaTable
+
+        self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(layout.target_bytes))
+        self.spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(layout.small_below))
+        builder = DeltaTable.forPath(self.spark, self.location).optimize()
+        if partition is not None:
+            column, value = partition
+            builder = builder.where(f"`{column}` = '{value}'")
+        metrics = (builder.executeZOrderBy(*layout.zorder_by) if layout.zorder_by
+                   else builder.executeCompaction()).select("metrics").first()["metrics"]
+        return Rewrite(int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
+                       int(metrics["filesRemoved"]["totalSize"] or 0))
+
+    def tidy_metadata(self) -> int:
+        return 0  # Delta's log needs no rewrite after OPTIMIZE (it checkpoints itself)
+
+    def retention_floor(self) -> tuple[timedelta | None, str]:
+        from delta.tables import DeltaTable
+
+        props = DeltaTable.forPath(self.spark, self.location).detail().select("properties").first()["properties"]
+        return (parse_interval((props or {}).get(DELETED_RETENTION_KEY)) or DEFAULT_DELETED_RETENTION,
+                DELETED_RETENTION_KEY)
+
+    def remove_expired(self, retain: timedelta, orphan_older_than: timedelta, now: datetime,
+                       dry_run: bool) -> RetentionOutcome:
+        """VACUUM deletes files no version within `retain` references, including orphans older than `retain`;
+        Delta has a single interval for both, so the orphan interval used is max(retain, orphan_older_than)."""
+        interval = max(retain, orphan_older_than)
+        hours = interval.total_seconds() / 3600
+        listed = [r[0] for r in self.spark.sql(
+            f"VACUUM delta.`{self.location}` RETAIN {hours} HOURS DRY RUN").collect()]
+        if not dry_run and listed:
+            self.spark.sql(f"VACUUM delta.`{self.location}` RETAIN {hours} HOURS")
+        return RetentionOutcome(interval, files_deleted=listed, notes=[
+            f"Delta VACUUM uses one interval for unreferenced and orphan files: max(retain, orphan_older_than) = "
+            f"{hours:g}h"])
+
+    def replace_rows(self, frame: "DataFrame") -> None:
+        frame.write.format("delta").mode("overwrite").partitionBy(*self.partition_by).save(self.location)
+
+    def drop(self) -> None:
+        from ingest.adapters.hadoop_fs import HadoopFS
+
+        HadoopFS(self.spark).delete(self.location)

@@ -1,0 +1,86 @@
+"""The streaming sources a pipeline reads, built on the driver: Spark's Kafka source, or Lakeline's Kinesis source
+(`ingest.sources.kinesis`), each resumed where the start plan says, with the record coordinates shaped alike."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ingest.checkpoint import StartPlan
+    from ingest.config import PipelineConfig
+    from ingest.settings import Settings
+
+# Consumer properties Lakeline sets on Spark's Kafka source unless the pipeline's source.options say otherwise.
+# fetch.max.wait.ms: a micro-batch's range nearly always ends at the log end, and each partition's task then makes
+# one more fetch that the broker holds for fetch.max.wait.ms (default 500 ms) waiting for data that is not part of
+# the batch. With 2 tasks per core that cost 1 s per batch at trickle rates (bench/results/tuning-2026-11-22.md).
+# max.poll.records / max.partition.fetch.bytes: Spark's Kafka reader asks the broker for the partition's offset
+# range after every poll (two ListOffsets requests, and a seek that drops the rest of the fetched data). With the
+# consumer's default 500 records per poll that happened every 500 records: reading 1M records cost 5.2-5.4 CPU s
+# in the executor and 0.9-1.0 in the broker; with these settings 2.6-3.6 and 0.1 (bench/results/tuning-2026-11-24.md).
+KAFKA_SOURCE_DEFAULTS = {"fetch.max.wait.ms": "10", "max.poll.records": "20000",
+                         "max.partition.fetch.bytes": str(4 * 1024 * 1024)}
+
+
+def source_stream(spark: "SparkSession", config: "PipelineConfig", settings: "Settings",
+                  plan: "StartPlan") -> "DataFrame":
+    """The pipeline's source as a streaming frame of coordinates + `_key` + `_raw` (ingest.transforms shapes)."""
+    from ingest.transforms import kafka_coordinates, kinesis_coordinates
+
+    if config.source.kind == "kinesis":
+        return kinesis_coordinates(_kinesis(spark, config, settings, plan))
+    return kafka_coordinates(_kafka(spark, config, settings, plan))
+
+
+def _kafka_starting_offsets(config: "PipelineConfig", settings: "Settings", plan: "StartPlan") -> str:
+    from ingest.adapters.kafka_admin import KafkaAdmin
+
+    if plan.starting_offsets is None:
+        return config.source.starting_offsets
+    admin = KafkaAdmin(settings)
+    topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
+    spec: dict[str, dict[str, int]] = {}
+    for topic in topics:
+        for part in admin.partitions(topic):
+            # -2 = earliest: a partition the table has never seen is read from its beginning.
+            spec.setdefault(topic, {})[str(part)] = plan.starting_offsets.get((topic, part), -2)
+    return json.dumps(spec)
+
+
+def _kafka(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", plan: "StartPlan") -> "DataFrame":
+    from ingest.adapters.kafka_admin import client_config
+
+    src = config.source
+    reader = spark.readStream.format("kafka")
+    for key, value in {**KAFKA_SOURCE_DEFAULTS, **client_config(settings), **src.options}.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if src.topics:
+        reader = reader.option("subscribe", ",".join(src.topics))
+    else:
+        reader = reader.option("subscribePattern", src.topic_pattern)
+    reader = reader.option("startingOffsets", _kafka_starting_offsets(config, settings, plan))
+    reader = reader.option("failOnDataLoss", "true")
+    if src.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(src.max_offsets_per_trigger))
+    return reader.load()
+
+
+def _kinesis(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", plan: "StartPlan") -> "DataFrame":
+    from ingest.adapters.kinesis import client_options
+    from ingest.sources.kinesis import register
+    from ingest.sources.kinesis_offsets import starting_positions
+
+    src = config.source
+    register(spark)
+    reader = (spark.readStream.format("lakeline-kinesis").option("stream", src.stream)
+              .option("starting_position", src.reader_starting_position)
+              .option("max_records_per_batch", str(src.max_records_per_batch)))
+    if plan.starting_offsets is not None:
+        # Rebuild: shards the table holds resume after their last recorded sequence number, others from
+        # TRIM_HORIZON (like Kafka's earliest for a partition the table has never seen).
+        reader = reader.option("starting_positions", json.dumps(starting_positions(plan.starting_offsets, src.stream)))
+    # Endpoint, region and credentials travel as options to the Python workers (never printed).
+    return reader.options(**client_options(settings)).load()

@@ -1,0 +1,115 @@
+"""A pipeline start: open both tables, read where each stands, compare with the Spark checkpoint and decide to
+resume it, start fresh, or rebuild it from the tables' offsets (ingest.checkpoint.plan_start); and the warm-up of
+a standby driver."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from ingest.batch import TableEnds
+from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint, write_lineage
+from ingest.commits import CommitRecord
+from ingest.events import CheckpointMovedAside, RunStarted
+from ingest.formats import format_for, tables_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest.config import PipelineConfig
+    from ingest.events import Events
+    from ingest.formats import LakeTable
+    from ingest.settings import Settings
+
+
+@dataclass
+class Start:
+    """What a start found and decided."""
+
+    plan: StartPlan
+    main: "LakeTable"
+    dead: "LakeTable"
+    ends: TableEnds
+
+
+def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", events: "Events",
+            spark_seconds: float = 0.0) -> Start:
+    """Open (create) both tables, read their newest commit records and the checkpoint, and make the checkpoint
+    location what the plan needs."""
+    from ingest.adapters.hadoop_fs import HadoopFS
+
+    started = time.monotonic()
+    main, dead = tables_for(spark, config, settings)
+
+    def open_dead_letters() -> CommitRecord | None:
+        dead.ensure()
+        return dead.last_commit()
+
+    # Reading the two tables side by side shortens a restart (each is a few small Spark jobs and S3 reads in a JVM
+    # that has just started). The main table is created first, alone: it also creates the Iceberg namespace, which
+    # two concurrent CREATE ... IF NOT EXISTS could race on.
+    main.ensure()
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lakeline-open") as pool:
+        main_last, dead_last = pool.submit(main.last_commit), pool.submit(open_dead_letters)
+        last, dead_record = main_last.result(), dead_last.result()
+    ends = TableEnds(dict(last.end) if last else {}, dict(dead_record.end) if dead_record else {}, last)
+    fs = HadoopFS(spark)
+    location = config.checkpoint_location(settings)
+    try:
+        state, unreadable = read_checkpoint(fs, location), None
+    except ValueError as exc:
+        state, unreadable = None, str(exc)
+    plan = plan_start(last, state, unreadable=unreadable)
+    if plan.action in ("fresh", "rebuild"):
+        # Spark needs an empty location for a new checkpoint. "fresh" can still find leftovers of a first start
+        # killed before its first offsets entry was complete (e.g. offsets/.0.<uuid>.tmp).
+        moved = move_aside(fs, location)
+        if moved:
+            events.emit(CheckpointMovedAside(pipeline=config.pipeline, moved_to=moved))
+        write_lineage(fs, location, plan.lineage)
+    events.emit(RunStarted(pipeline=config.pipeline, action=plan.action, reason=plan.reason, lineage=plan.lineage,
+                           spark_seconds=spark_seconds, read_seconds=time.monotonic() - started))
+    return Start(plan, main, dead, ends)
+
+
+def warm_up(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") -> float:
+    """For a standby driver: open both tables and run the batch body's code once on a sample record (decode; where
+    the format has catalog-free tables, both appends into a local scratch table), so that a takeover pays none of
+    a new JVM's first-use costs. Touches no production data. Returns the seconds it took."""
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    from ingest.transforms import (coordinates_for, dead_letter_rows, dead_letter_schema, decode, fixed_timestamp,
+                                   table_rows, table_schema)
+
+    started = time.monotonic()
+    for table in tables_for(spark, config, settings):
+        table.ensure()
+        table.last_commit()
+    coords = coordinates_for(config)
+    fields = [*coords.fields, StructField("_key", BinaryType(), True), StructField("_raw", BinaryType(), True)]
+    sample = [("warm-up" if f.dataType == StringType() else None if f.nullable else 0) for f in coords.fields]
+    raw = spark.createDataFrame([(*sample, None, b"{}")], StructType(fields))
+    decoded = decode(raw, config.record_schema)
+    decoded.collect()
+    fmt = format_for(config.sink.format)
+    scratch = tempfile.mkdtemp(prefix="lakeline-warm-up-")
+    try:
+        partition = [config.sink.partition.column] if config.sink.partition else []
+        rows_table = fmt.scratch(spark, f"{scratch}/rows", table_schema(config), partition, config.pipeline)
+        dead_table = fmt.scratch(spark, f"{scratch}/dead", dead_letter_schema(coords), [], config.pipeline)
+        if rows_table is not None and dead_table is not None:
+            ingested_at = fixed_timestamp(spark, datetime.now(UTC))
+            record = CommitRecord(config.pipeline, "warm-up", 0, {}, {}, 0, 1)
+            for table, frame in ((dead_table, dead_letter_rows(decoded, ingested_at, coords)),
+                                 (rows_table, table_rows(decoded, config, ingested_at))):
+                table.ensure()
+                table.append(frame, record)
+                table.last_commit()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return time.monotonic() - started

@@ -1,0 +1,113 @@
+"""`lakeline checkpoint backup|verify|restore|repair|list`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from ingest.errors import ExitCode
+from lakeline.commands import load, pipeline_arg
+from lakeline.output import output_arg, output_of
+
+
+def register(sub) -> None:
+    ckpt = sub.add_parser("checkpoint", help="back up, verify, restore or repair a pipeline's Spark checkpoint",
+                          description="backup: copy the committed part of the checkpoint (consistent while the "
+                                      "stream runs) to <warehouse>/_checkpoint_backups/<pipeline>/<batch>-<time>/ "
+                                      "with a manifest of SHA-256 checksums; keeps checkpoint.keep_backups. "
+                                      "verify: checksums, structure, and whether a start from the backup would "
+                                      "resume or rebuild from the table's offsets. restore: refuses while the "
+                                      "pipeline's heartbeat is fresh; moves the current checkpoint aside (never "
+                                      "deletes it) and restores the backup (default: the newest). repair: finds "
+                                      "truncated, garbage or missing offsets/commits entries, gaps and leftovers, "
+                                      "explains them and what the next start will do; with --apply it moves the "
+                                      "damaged or uncommitted tail aside (or the whole checkpoint, when nothing "
+                                      "intact is left, so the next start rebuilds from the table's offsets). "
+                                      "list: the complete backups, oldest first.")
+    ckpt.add_argument("action", choices=["backup", "verify", "restore", "repair", "list"])
+    pipeline_arg(ckpt)
+    ckpt.add_argument("--backup", metavar="ID", help="backup id for verify/restore (default: the newest)")
+    ckpt.add_argument("--apply", action="store_true",
+                      help="repair: carry out the fix (default: dry-run, report only; exit "
+                           f"{int(ExitCode.CHECKPOINT_DAMAGED)} if a fix is needed)")
+    ckpt.add_argument("--force", action="store_true",
+                      help="restore/repair even if the pipeline's heartbeat looks fresh")
+    output_arg(ckpt)
+    ckpt.set_defaults(run=run)
+
+
+def run(args) -> ExitCode:
+    from ingest.adapters.hadoop_fs import HadoopFS
+    from ingest.formats import tables_for
+    from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
+    from ingest.spark import build_spark
+    from maintenance import checkpoints
+
+    config, settings = load(args)
+    out = output_of(args)
+    spark = build_spark(settings, f"lakeline-checkpoint-{args.action}")
+    fs = HadoopFS(spark)
+    location, root = config.checkpoint_location(settings), config.backup_location(settings)
+
+    def table_record():
+        from pyspark.errors import AnalysisException
+
+        try:
+            return tables_for(spark, config, settings)[0].last_commit()
+        except AnalysisException:  # table not created yet
+            return None
+
+    if args.action == "list":
+        backups = checkpoints.list_backups(fs, root)
+        out.result(backups, "\n".join(backups))
+        return ExitCode.OK
+    if args.action == "backup":
+        manifest = checkpoints.backup(fs, location, root, config.pipeline, table_record(),
+                                      config.checkpoint.keep_backups, echo=_stderr)
+        out.result({"backup_id": manifest.backup_id, "location": f"{root}/{manifest.backup_id}",
+                    "last_committed_batch": manifest.last_committed_batch, "files": len(manifest.files),
+                    "bytes": manifest.bytes, "kept": checkpoints.list_backups(fs, root)},
+                   f"backup {manifest.backup_id}: batch {manifest.last_committed_batch}, {len(manifest.files)} "
+                   f"files, {manifest.bytes:,} bytes -> {root}/{manifest.backup_id}")
+        return ExitCode.OK
+    if args.action == "verify":
+        report = checkpoints.verify(fs, root, args.backup, table_record())
+        out.result(asdict(report), lambda: "\n".join(
+            [f"backup {report.backup_id}: {'OK' if report.ok else 'FAILED'} ({report.files} files, last "
+             f"committed batch {report.last_committed_batch}); {report.consistency}"]
+            + [f"  ! {problem}" for problem in report.problems]))
+        return ExitCode.OK if report.ok else ExitCode.CHECKPOINT_DAMAGED
+    if args.action == "repair":
+        return _repair(args, out, fs, location, table_record())
+    checkpoints.restore(fs, root, args.backup, location, HEARTBEAT_STALE_SECONDS, force=args.force)
+    return ExitCode.OK
+
+
+def _stderr(message: str) -> None:
+    import sys
+
+    print(message, file=sys.stderr)
+
+
+def _repair(args, out, fs, location: str, table) -> ExitCode:
+    from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
+    from maintenance import checkpoint_repair, checkpoints
+
+    plan = checkpoint_repair.diagnose(fs, location, table)
+    moved = None
+    if args.apply and not plan.healthy:
+        checkpoints.ensure_not_running(fs, location, HEARTBEAT_STALE_SECONDS, force=args.force)
+        moved = checkpoint_repair.apply(fs, plan)
+
+    def text() -> str:
+        lines = [f"checkpoint {location}: {plan.action} - {plan.explanation}"]
+        lines += [f"  {'!' if f.blocking else '-'} {f.path}: {f.problem}: {f.detail}" for f in plan.findings]
+        lines += [f"  {'moved' if moved else 'would move'} aside: {rel}" for rel in plan.move]
+        lines.append(f"next start: {plan.next_start}")
+        if moved:
+            lines.append(f"done; moved files are kept in {moved}")
+        elif not plan.healthy:
+            lines.append("dry-run: nothing changed; run again with --apply to fix")
+        return "\n".join(lines)
+
+    out.result({**plan.to_json(), "applied": bool(moved), "moved_to": moved}, text)
+    return ExitCode.OK if plan.healthy or moved else ExitCode.CHECKPOINT_DAMAGED

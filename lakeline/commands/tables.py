@@ -1,0 +1,145 @@
+"""Table maintenance driven by conf/tables/<name>.yaml (see conf/README.md): health, compact, retain."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from ingest.errors import ConfigError, ExitCode
+from lakeline.output import output_arg, output_of
+
+
+def _table_args(parser) -> None:
+    parser.add_argument("--table", required=True, metavar="NAME",
+                        help="table name (conf/tables/NAME.yaml under --conf-dir) or a path to a table YAML")
+    parser.add_argument("--conf-dir", default="conf", metavar="DIR", help="configuration folder (default conf)")
+    output_arg(parser)
+    parser.add_argument("--now", metavar="ISO", help="the moment decisions are made for, e.g. the DAG run's "
+                                                    "data interval end (default: the current UTC time)")
+
+
+def register(sub) -> None:
+    health = sub.add_parser("health", help="measure a table: files, sizes and small files per partition",
+                            description="Per partition: file count, bytes, size histogram (share of the target "
+                                        "file size) and small-file ratio. Table: versions/snapshots retained, log or "
+                                        "metadata size, oldest retained version, time since the last compaction.")
+    _table_args(health)
+    health.add_argument("--plot", metavar="FILE.png", help="write a PNG of the file-size distribution")
+    health.add_argument("--compare", metavar="HEALTH.json", help="with --plot: an earlier `health --output json "
+                                                                 "--save-sizes` run, drawn as 'before'")
+    health.add_argument("--save-sizes", action="store_true", help="include every file size in the JSON output")
+    health.set_defaults(run=run_health)
+
+    compact = sub.add_parser("compact", help="compact the partitions the table's policy selects",
+                             description="Compacts only partitions over threshold (min_small_files and "
+                                         "small_file_ratio), newest first, up to max_bytes_per_run, skipping the "
+                                         "partition the stream is writing (hot_partition_window) unless "
+                                         "--include-hot. Delta: OPTIMIZE (ZORDER BY with zorder_by); Iceberg: "
+                                         "rewrite_data_files then rewrite_manifests. Each partition commits "
+                                         "atomically; conflicts with the stream are retried, then skipped.")
+    _table_args(compact)
+    compact.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    compact.add_argument("--partitions", nargs="+", metavar="P",
+                         help="only these partitions (values like 2026-11-20 or col=value)")
+    compact.add_argument("--include-hot", action="store_true", help="also compact the hot partition")
+    compact.add_argument("--interval", nargs=2, metavar=("START", "END"),
+                         help="a scheduler run's data interval (ISO times; START may be '-'): decide as of END "
+                              "(--now defaults to it), and take first the partitions that went quiet in the "
+                              "interval (newest file in [START - hot_partition_window, END - hot_partition_window)), "
+                              "then any backlog still over threshold")
+    compact.set_defaults(run=run_compact)
+
+    retain = sub.add_parser("retain", help="delete files no longer needed (dry run unless --delete)",
+                            description="Delta: VACUUM. Iceberg: expire_snapshots and orphan-file removal. Dry run "
+                                        "by default; --delete deletes. Refuses a window shorter than the table "
+                                        "file's min_retain (or Delta's delta.deletedFileRetentionDuration) and an "
+                                        "orphan age below min_orphan_age, saying what to change (exit code "
+                                        f"{int(ExitCode.REFUSED)}). Never expires the snapshot holding the "
+                                        "pipeline's newest commit record.")
+    _table_args(retain)
+    mode = retain.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", default=True, help="report only (the default)")
+    mode.add_argument("--delete", action="store_true", help="really delete")
+    retain.add_argument("--retain", metavar="DURATION", help="override retention.retain, e.g. 72h")
+    retain.add_argument("--orphan-older-than", metavar="DURATION", help="override retention.orphan_older_than")
+    retain.set_defaults(run=run_retain)
+
+
+def _moment(value: str, option: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"{option} {value!r} is not an ISO-8601 time, e.g. 2026-11-22T10:00:00+00:00") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _interval(args) -> tuple[datetime | None, datetime] | None:
+    if not getattr(args, "interval", None):
+        return None
+    start = None if args.interval[0] == "-" else _moment(args.interval[0], "--interval START")
+    end = _moment(args.interval[1], "--interval END")
+    if start is not None and start >= end:
+        raise ConfigError(f"--interval: START {start.isoformat()} is not before END {end.isoformat()}")
+    return start, end
+
+
+def _open(args):
+    """(table, settings, spark, now, interval) of a maintenance command."""
+    from ingest.settings import load_settings
+    from ingest.spark import build_spark
+    from maintenance.policy import load_table
+
+    table = load_table(args.table, args.conf_dir)
+    settings = load_settings()
+    interval = _interval(args)
+    now = _moment(args.now, "--now") if args.now else interval[1] if interval else datetime.now(UTC)
+    if args.command == "retain" and args.delete and now > datetime.now(UTC) + timedelta(minutes=5):
+        # Retention cut-offs are computed from `now`: a time in the future would delete inside the real window.
+        raise ConfigError(f"--now {now.isoformat()} is in the future; retain --delete only runs as of the present "
+                          "or the past")
+    return table, settings, build_spark(settings, f"lakeline-{args.command}-{table.name}"), now, interval
+
+
+def run_health(args) -> ExitCode:
+    from maintenance.health import collect_health, format_health, health_json, plot_sizes
+
+    table, settings, spark, now, _ = _open(args)
+    out = output_of(args)
+    health = collect_health(spark, table, settings, now)
+    data = health_json(health)
+    if args.save_sizes:
+        data["file_sizes"] = health.file_sizes
+    if args.plot:
+        runs = [("now", health.file_sizes)]
+        if args.compare:
+            runs.insert(0, ("before", json.loads(Path(args.compare).read_text()).get("file_sizes", [])))
+            runs[1] = ("after", health.file_sizes)
+        plot_sizes(args.plot, runs, health.target_file_size)
+        out.note(f"plot written to {args.plot}")
+    out.result(data, lambda: format_health(health))
+    return ExitCode.OK
+
+
+def run_compact(args) -> ExitCode:
+    from maintenance.compaction import compact
+
+    table, settings, spark, now, interval = _open(args)
+    out = output_of(args)
+    result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
+                     include_hot=args.include_hot, interval=interval, echo=out.echo)
+    out.result(result.to_json(), result.summary)
+    return ExitCode.OK
+
+
+def run_retain(args) -> ExitCode:
+    from maintenance.policy import parse_duration
+    from maintenance.retention import retain
+
+    table, settings, spark, now, _ = _open(args)
+    out = output_of(args)
+    result = retain(spark, table, settings, now, dry_run=not args.delete,
+                    retain_override=parse_duration(args.retain) if args.retain else None,
+                    orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None)
+    out.result(result.to_json(), lambda: "\n".join([f"  note: {note}" for note in result.notes] + [result.summary()]))
+    return ExitCode.OK
