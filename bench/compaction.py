@@ -25,6 +25,7 @@ from datetime import datetime, UTC
 from pathlib import Path
 
 from bench.common import document, orders_pipeline, result_name, write
+from ingest.formats import FORMAT_NAMES
 
 # Full scan, per day and country: order count, revenue in integer cents (exact whatever the file order), customers.
 QUERY = ("SELECT event_date, country, count(*) AS orders, sum(CAST(round(amount * 100) AS BIGINT)) AS cents, "
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000, help="sample events (default 500,000)")
     parser.add_argument("--files", type=int, default=10_000, help="small files to make (default 10,000)")
-    parser.add_argument("--formats", nargs="+", default=["delta", "iceberg"], choices=["delta", "iceberg"])
+    parser.add_argument("--formats", nargs="+", default=list(FORMAT_NAMES), choices=FORMAT_NAMES)
     parser.add_argument("--runs", type=int, default=5, help="timed query runs per engine (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before the timed ones (default 1)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")

@@ -18,12 +18,13 @@ import time
 import uuid
 
 from bench.common import cpu_seconds, document, orders_pipeline, write
+from ingest.formats import FORMAT_NAMES
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
-    parser.add_argument("--formats", nargs="+", default=["delta", "iceberg"], choices=["delta", "iceberg"])
+    parser.add_argument("--formats", nargs="+", default=list(FORMAT_NAMES), choices=FORMAT_NAMES)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000,
                         help="per-batch limit (Kinesis: max_records_per_batch)")
     parser.add_argument("--source", choices=["kafka", "kinesis"], default="kafka",

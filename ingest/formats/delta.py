@@ -83,9 +83,11 @@ class DeltaFormat(TableFormat):
         return DeltaLakeTable(spark, f"file:{directory}", schema, partition_by, pipeline)
 
     def classify(self, exc: BaseException) -> type[LakelineError] | None:
-        from delta.exceptions import DeltaConcurrentModificationException
+        import delta.exceptions as conflicts
 
-        if isinstance(exc, DeltaConcurrentModificationException) or java_raised(exc, *_CONFLICTS):
+        # delta-spark converts the JVM's conflicts to these Python classes (which do not share a base class).
+        python_types = tuple(getattr(conflicts, name) for name in conflicts.__all__)
+        if isinstance(exc, python_types) or java_raised(exc, *_CONFLICTS):
             return CommitConflict
         return None  # a Delta commit is one put-if-absent of its log file: it either landed or failed
 
