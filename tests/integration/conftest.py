@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 
 from infra import stack as local_stack
@@ -15,22 +16,19 @@ from infra.procs import ComponentError
 
 @pytest.fixture(scope="session")
 def stack_env(tmp_path_factory):
+    """The stack's endpoints in this process's environment for the session, every variable restored after it."""
     state = tmp_path_factory.mktemp("lakeline-state")
-    saved = {k: os.environ.get(k) for k in ("LAKELINE_STATE_DIR", "LAKELINE_ENV_FILE")}
-    os.environ["LAKELINE_STATE_DIR"] = str(state)
-    try:
-        info = local_stack.up(state, echo=lambda msg: print(f"[stack] {msg}"))
-    except ComponentError as exc:
-        pytest.fail(f"local stack could not start: {exc}", pytrace=False)
-    env = info.env()
-    os.environ.update(env)
-    yield {"state": state, "info": info, "env": env}
-    local_stack.down(state, echo=lambda msg: None)
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with pytest.MonkeyPatch.context() as env_patch:
+        env_patch.setenv("LAKELINE_STATE_DIR", str(state))
+        try:
+            info = local_stack.up(state, echo=lambda msg: print(f"[stack] {msg}"))
+        except ComponentError as exc:
+            pytest.fail(f"local stack could not start: {exc}", pytrace=False)
+        env = info.env()
+        for key, value in env.items():
+            env_patch.setenv(key, value)
+        yield {"state": state, "info": info, "env": env}
+        local_stack.down(state, echo=lambda msg: None)
 
 
 @pytest.fixture(scope="session")
@@ -60,14 +58,13 @@ def _leftover_drivers() -> list[int]:
     """Pipeline or benchmark drivers this test process started that still run (not the stack, not the session's
     own Spark JVM). A driver's JVM exits with it, so direct children are enough."""
     found = []
-    for entry in Path("/proc").iterdir():
+    for child in psutil.Process().children():
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) if entry.name.isdigit() else 0
-            argv = (entry / "cmdline").read_bytes().split(b"\0") if parent == os.getpid() else []
-        except (OSError, ValueError, IndexError):
+            argv = child.cmdline()
+        except psutil.Error:
             continue  # the process ended while we looked
-        if b"lakeline" in argv or b"bench" in argv or any(a.startswith(b"bench.") for a in argv):
-            found.append(int(entry.name))
+        if "lakeline" in argv or "bench" in argv or any(a.startswith("bench.") for a in argv):
+            found.append(child.pid)
     return found
 
 
