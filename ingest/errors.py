@@ -5,30 +5,24 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What a `lakeline` command's exit status means (listed by `lakeline --help`)."""
+    """What a `lakeline` command's exit status means (`lakeline --help` lists each `meaning`)."""
 
-    OK = 0
-    FAILED = 1  # the command could not do its work (a component, the pipeline or a table failed)
-    USAGE = 2  # bad arguments or configuration: the message names the key and the fix
-    NOT_EXACT = 3  # reconcile found duplicates or missing records
-    STALE = 4  # freshness: the table breaches its pipeline's freshness SLA
-    DRILL_FAILED = 5  # a recovery drill scenario failed (its copy is kept for inspection)
-    CHECKPOINT_DAMAGED = 6  # a checkpoint backup failed verification, or a checkpoint needs repair (dry run)
-    REFUSED = 7  # refused as unsafe: another driver runs the pipeline, or retention is below its guards
-    INTERRUPTED = 130  # stopped by Ctrl-C before it finished
+    meaning: str
 
+    def __new__(cls, value: int, meaning: str):
+        member = int.__new__(cls, value)
+        member._value_, member.meaning = value, meaning
+        return member
 
-EXIT_CODE_MEANINGS = {
-    ExitCode.OK: "success",
-    ExitCode.FAILED: "the command could not do its work (a component, the pipeline or a table failed)",
-    ExitCode.USAGE: "bad arguments or configuration (the message names the key and the fix)",
-    ExitCode.NOT_EXACT: "reconcile found duplicates or missing records",
-    ExitCode.STALE: "freshness: the table breaches its pipeline's freshness SLA",
-    ExitCode.DRILL_FAILED: "a recovery drill scenario failed (its copy is kept for inspection)",
-    ExitCode.CHECKPOINT_DAMAGED: "checkpoint verify failed, or checkpoint repair found damage (dry run)",
-    ExitCode.REFUSED: "refused as unsafe: the pipeline is running or locked, or retention is below its guards",
-    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
-}
+    OK = 0, "success"
+    FAILED = 1, "the command could not do its work (a component, the pipeline or a table failed)"
+    USAGE = 2, "bad arguments or configuration (the message names the key and the fix)"
+    NOT_EXACT = 3, "reconcile found duplicates or missing records"
+    STALE = 4, "freshness: the table breaches its pipeline's freshness SLA"
+    DRILL_FAILED = 5, "a recovery drill scenario failed (its copy is kept for inspection)"
+    CHECKPOINT_DAMAGED = 6, "checkpoint verify failed, or checkpoint repair found damage (dry run)"
+    REFUSED = 7, "refused as unsafe: the pipeline is running or locked, or retention is below its guards"
+    INTERRUPTED = 130, "interrupted (Ctrl-C)"
 
 
 class LakelineError(Exception):

@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ingest.errors import EXIT_CODE_MEANINGS, ExitCode, LakelineError
+from ingest.errors import ExitCode, LakelineError
 from lakeline.commands import checkpoint, demo, dev, drill, pipeline, tables
 
 COMMAND_GROUPS = (dev, pipeline, checkpoint, drill, tables, demo)
 
 
 def _epilog() -> str:
-    lines = ["exit codes:"] + [f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items()]
+    lines = ["exit codes:"] + [f"  {int(code):>3}  {code.meaning}" for code in ExitCode]
     return "\n".join(lines)
 
 

@@ -1,0 +1,40 @@
+"""The `lakeline` command group: its help is true (exit codes, --events), errors map to their exit codes, and the
+human per-batch line is rendered from the batch event."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.errors import ExitCode
+from ingest.events import BatchCommitted, BatchReplayed, human_line
+from lakeline.cli import build_parser, main
+
+
+def test_help_lists_every_exit_code_and_its_meaning():
+    text = build_parser().format_help()
+    for code in ExitCode:
+        assert f"{int(code):>3}  {code.meaning}" in text
+
+
+def test_ingest_help_offers_the_event_stream(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["ingest", "--help"])
+    assert done.value.code == 0
+    assert "--events FILE|-" in capsys.readouterr().out
+
+
+def test_a_config_error_exits_with_the_usage_code_and_names_the_file(tmp_path, capsys):
+    missing = tmp_path / "missing.yaml"
+    assert main(["check-config", "--pipeline", str(missing)]) == ExitCode.USAGE
+    assert str(missing) in capsys.readouterr().err
+
+
+def test_the_batch_line_is_rendered_from_the_event():
+    event = BatchCommitted(pipeline="p", batch_id=4, rows=990, dead_letters=10, input_rows=1000, seconds=2.5,
+                           phases={"scan": 1.0, "dlq": 0.5, "table": 1.0}, lag=0,
+                           spark_phases={"trigger": 3.0, "offsets": 0.1, "wal": 0.2, "batch": 2.6, "commit": 0.1})
+    assert human_line(event) == ("[p] batch 4: rows=990 dead_letters=10 input=1000 took=2.50s (scan 1.00, dlq 0.50, "
+                                 "table 1.00) lag=0 spark(trigger 3.00: offsets 0.10, wal 0.20, batch 2.60, "
+                                 "commit 0.10)")
+    replayed = BatchReplayed(pipeline="p", batch_id=2, input_rows=7, seconds=0.01, lag=None)
+    assert human_line(replayed) == "[p] batch 2: replayed, already in table input=7 took=0.01s lag=?"
