@@ -241,13 +241,14 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
     ("group", signal.SIGTERM),
     pytest.param("group", signal.SIGINT, marks=pytest.mark.heavy),
 ])
-def test_stop_signal_stops_cleanly_with_exit_0(target, sig, conf_dir, settings):
+def test_stop_signal_stops_cleanly_with_exit_0(target, sig, conf_dir, settings, tmp_path):
     path = write_pipeline(conf_dir, pipeline_dict("delta"))
     config = load_pipeline(path)
     produce(config, settings, 2000, seed=11)
     proc = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
                              "--trigger", "processing-time=1s", "--events", "-"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=os.environ.copy(), start_new_session=True)
+                            stderr=open(tmp_path / "driver.log", "w"), text=True, env=os.environ.copy(),
+                            start_new_session=True)
     lines = []
     deadline = time.monotonic() + 240
     for line in proc.stdout:
@@ -258,7 +259,8 @@ def test_stop_signal_stops_cleanly_with_exit_0(target, sig, conf_dir, settings):
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
-    out, err = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=120)
+    err = (tmp_path / "driver.log").read_text()
     assert proc.returncode == 0, "".join(lines) + out + err[-3000:]
     kinds = [type(e) for e in read_events("".join(lines) + out)]
     assert StopRequested in kinds and kinds[-1] is RunFinished, out
