@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar
 
 from ingest.commits import CommitRecord
@@ -216,6 +216,11 @@ def tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Setti
 def ddl_columns(schema: "StructType") -> str:
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
                      for f in schema.fields)
+
+
+def utc_from_millis(value) -> datetime | None:
+    """A table's epoch-millisecond time as an aware UTC datetime (None stays None)."""
+    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
 
 
 def java_raised(exc: BaseException, *class_names: str) -> bool:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ingest.commits import CommitRecord
 from ingest.errors import CommitConflict, LakelineError
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
-                            java_raised)
+                            java_raised, utc_from_millis)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,10 +62,6 @@ def delta_storage_options(settings: "Settings") -> dict[str, str]:
         if value:
             options[key] = value
     return options
-
-
-def _utc_ms(value) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
 
 
 class DeltaFormat(TableFormat):
@@ -235,7 +231,7 @@ class DeltaLakeTable(LakeTable):
         files = DataFrame(snapshot.allFiles().toDF(), self.spark)
         column = partition_column
         part = F.concat(F.lit(f"{column}="), F.col("partitionValues")[column]) if column else F.lit("")
-        rows = [(r["p"], int(r["size"]), _utc_ms(r["modificationTime"]))
+        rows = [(r["p"], int(r["size"]), utc_from_millis(r["modificationTime"]))
                 for r in files.select(part.alias("p"), "size", "modificationTime").collect()]
         log = HadoopFS(self.spark).list_status(f"{self.location}/_delta_log")
         versions = [int(name[:20]) for name, _, _ in log if _COMMIT_FILE.match(name)]
@@ -244,7 +240,7 @@ class DeltaLakeTable(LakeTable):
         oldest = history.agg(F.min(F.unix_millis("timestamp"))).first()[0]
         optimized = history.where("operation = 'OPTIMIZE'").agg(F.max(F.unix_millis("timestamp"))).first()[0]
         return TableFiles(self.location, rows, len(versions), int(snapshot.version()),
-                          sum(size for _, size, _ in log), _utc_ms(oldest), _utc_ms(optimized))
+                          sum(size for _, size, _ in log), utc_from_millis(oldest), utc_from_millis(optimized))
 
     def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
         from delta.tables import DeltaTable

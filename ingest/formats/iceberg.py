@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
-                            java_raised)
+                            java_raised, utc_from_millis)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 _CONFLICTS = ("org.apache.iceberg.exceptions.CommitFailedException",
               "org.apache.iceberg.exceptions.ValidationException")
 _UNKNOWN = ("org.apache.iceberg.exceptions.CommitStateUnknownException",)
-
-
-def _utc_ms(value) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
 
 
 def iceberg_catalog(settings: "Settings"):
@@ -166,7 +162,7 @@ class IcebergLakeTable(LakeTable):
         files = self.spark.table(f"{ident}.files").where("content = 0")
         sizes = [(r["p"], int(r["file_size_in_bytes"]))
                  for r in files.select(part.alias("p"), "file_size_in_bytes").collect()]
-        updated = {r["p"]: _utc_ms(r["updated_ms"]) for r in self.spark.table(f"{ident}.partitions").select(
+        updated = {r["p"]: utc_from_millis(r["updated_ms"]) for r in self.spark.table(f"{ident}.partitions").select(
             part.alias("p"), F.unix_millis("last_updated_at").alias("updated_ms")).collect()}
         committed_ms = F.unix_millis("committed_at")
         stats = self.spark.table(f"{ident}.snapshots").agg(
@@ -176,7 +172,7 @@ class IcebergLakeTable(LakeTable):
         metadata = HadoopFS(self.spark).list_status(f"{location}/metadata")
         return TableFiles(location, [(p, s, updated.get(p)) for p, s in sizes], int(stats["n"]),
                           self._current_snapshot_id(), sum(size for _, size, _ in metadata),
-                          _utc_ms(stats["oldest"]), _utc_ms(stats["replaced"]))
+                          utc_from_millis(stats["oldest"]), utc_from_millis(stats["replaced"]))
 
     def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
         catalog, namespace, name = self._names
@@ -220,7 +216,7 @@ class IcebergLakeTable(LakeTable):
             f"SELECT max(unix_millis(s.committed_at)) FROM {ident}.snapshots s JOIN {ident}.history h "
             f"ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary['{COMMIT_KEY}'] IS NOT NULL"
         ).first()[0]
-        protected = _utc_ms(protected_ms)
+        protected = utc_from_millis(protected_ms)
         if protected is not None and protected <= cutoff:
             outcome.notes.append(f"kept the snapshot of {protected.isoformat(timespec='seconds')} and later: it "
                                  f"holds the pipeline's newest commit record (resume offsets)")
