@@ -80,4 +80,7 @@ def _written_since(started: float, modules: list[str]) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
+    from lakeline.logs import configure
+
+    configure()  # progress from the library (produce, compaction) on stderr
     raise SystemExit(main())

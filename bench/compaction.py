@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return orders_pipeline(f"bench_compaction_{fmt}_{run_id}", fmt, topic)
 
     print(f"producing {args.events:,} events to {topic} ...", flush=True)
-    produce(config("delta"), settings, args.events, bad_ratio=0.0, seed=7, echo=print)
+    produce(config("delta"), settings, args.events, bad_ratio=0.0, seed=7)
     spark = build_spark(settings, "lakeline-bench-compaction")
     results, plots = [], []
     for fmt in args.formats:
@@ -171,4 +171,7 @@ def _fragment(spark, config, settings, files: int, partitions: int) -> None:
 
 
 if __name__ == "__main__":
+    from lakeline.logs import configure
+
+    configure()  # progress from the library (produce, compaction) on stderr
     raise SystemExit(main())

@@ -86,4 +86,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from lakeline.logs import configure
+
+    configure()  # progress from the library (produce, compaction) on stderr
     main()

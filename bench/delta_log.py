@@ -72,9 +72,10 @@ def row_latencies(location: str, settings: Settings, since_ms: int, until_ms: in
     from pyarrow import fs
     from urllib.parse import unquote
 
+    credentials = settings.aws_credentials()
     s3 = fs.S3FileSystem(endpoint_override=settings.s3_endpoint, region=settings.aws_region,
-                         access_key=settings.aws_access_key_id, secret_key=settings.aws_secret_access_key,
-                         session_token=settings.aws_session_token,
+                         access_key=credentials.get("access_key_id"), secret_key=credentials.get("secret_access_key"),
+                         session_token=credentials.get("session_token"),
                          scheme="http" if (settings.s3_endpoint or "").startswith("http://") else "https")
     bucket, key = split_s3_uri(location.rstrip("/"))
     latencies: list[float] = []

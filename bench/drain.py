@@ -49,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return orders_pipeline(f"bench_{fmt}_{run_id}", fmt, topic, args.max_offsets_per_trigger, args.source)
 
     print(f"producing {args.count:,} events to {args.source} {topic} ...", flush=True)
-    produced = produce(config("delta"), settings, args.count, bad_ratio=0.01, seed=1, partitions=args.shards,
-                       echo=print)
+    produced = produce(config("delta"), settings, args.count, bad_ratio=0.01, seed=1, partitions=args.shards)
     print(f"  {args.count / produced.seconds:,.0f} msg/s produced", flush=True)
     spark = build_spark(settings, "lakeline-bench-drain")
     spark.range(1).count()  # JVM warm-up is not part of any figure
@@ -86,4 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from lakeline.logs import configure
+
+    configure()  # progress from the library (produce, compaction) on stderr
     raise SystemExit(main())

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = f"bench_drain_peers_{run_id}"
     print(f"producing {args.count:,} clean events to {topic} ...", flush=True)
     produced = produce(orders_pipeline(topic, "delta", topic), settings, args.count, bad_ratio=0.0, seed=3,
-                       partitions=4, echo=print)
+                       partitions=4)
     print(f"  {args.count / produced.seconds:,.0f} msg/s produced", flush=True)
     results = [measure(system, topic, args.count, settings, run_id) for system in args.systems]
 
@@ -101,4 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from lakeline.logs import configure
+
+    configure()  # progress from the library (produce, compaction) on stderr
     raise SystemExit(main())

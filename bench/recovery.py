@@ -58,4 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from lakeline.logs import configure
+
+    configure()  # progress from the library (produce, compaction) on stderr
     raise SystemExit(main())

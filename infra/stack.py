@@ -7,6 +7,7 @@ every other command reads (see ingest.settings). The stack is ephemeral: moto ke
 
 from __future__ import annotations
 
+import logging
 import json
 import shutil
 from dataclasses import asdict, dataclass
@@ -16,6 +17,8 @@ from infra.kafka_broker import broker_healthy, start_broker
 from infra.moto_server import moto_healthy, start_moto
 from infra.paths import jars_dir, state_dir
 from infra.procs import ComponentError, pid_alive, stop_pid
+
+log = logging.getLogger(__name__)
 
 BUCKET = "lakeline"
 CATALOG_NAME = "lakeline"
@@ -77,26 +80,26 @@ def is_running(info: StackInfo) -> bool:
             and broker_healthy(info.kafka_bootstrap) and moto_healthy(info.moto_endpoint))
 
 
-def up(root: Path | None = None, echo=print) -> StackInfo:
+def up(root: Path | None = None) -> StackInfo:
     """Start (or reuse) the local stack; returns its endpoints. Raises ComponentError naming what failed."""
     root = (root or state_dir()).resolve()
     work = stack_dir(root)
     existing = read_info(root)
     if existing and is_running(existing):
-        echo(f"stack already running: kafka {existing.kafka_bootstrap}, s3/kinesis {existing.moto_endpoint}")
+        log.info(f"stack already running: kafka {existing.kafka_bootstrap}, s3/kinesis {existing.moto_endpoint}")
         return existing
     if existing:
-        echo("stack partly running or stale: stopping what is left and starting fresh")
-        down(root, echo=lambda *_: None)
+        log.info("stack partly running or stale: stopping what is left and starting fresh")
+        down(root)
     work.mkdir(parents=True, exist_ok=True)
 
-    echo("starting moto server (S3 + Kinesis)...")
+    log.info("starting moto server (S3 + Kinesis)...")
     moto = start_moto(work)
     try:
-        echo(f"  moto ready at {moto.endpoint}")
-        echo("starting Kafka broker (KRaft, single node)...")
+        log.info(f"  moto ready at {moto.endpoint}")
+        log.info("starting Kafka broker (KRaft, single node)...")
         broker = start_broker(jars_dir("kafka"), work)
-        echo(f"  kafka ready at {broker.bootstrap}")
+        log.info(f"  kafka ready at {broker.bootstrap}")
     except BaseException:
         stop_pid(moto.pid, str(work))
         raise
@@ -111,8 +114,8 @@ def up(root: Path | None = None, echo=print) -> StackInfo:
         raise
     (work / "stack.json").write_text(json.dumps(asdict(info), indent=2))
     env_file(root).write_text("".join(f"{k}={v}\n" for k, v in info.env().items()))
-    echo(f"  iceberg catalog '{CATALOG_NAME}' at {info.catalog_db}")
-    echo(f"endpoints written to {env_file(root)}")
+    log.info(f"  iceberg catalog '{CATALOG_NAME}' at {info.catalog_db}")
+    log.info(f"endpoints written to {env_file(root)}")
     return info
 
 
@@ -131,16 +134,16 @@ def _init_storage(info: StackInfo) -> None:
         raise ComponentError(f"iceberg catalog: could not initialise {info.catalog_db}: {exc}") from exc
 
 
-def down(root: Path | None = None, echo=print) -> None:
+def down(root: Path | None = None) -> None:
     """Stop only the processes this stack started (checked by pid and command line)."""
     root = (root or state_dir()).resolve()
     info = read_info(root)
     if info is None:
-        echo("no local stack recorded; nothing to stop")
+        log.info("no local stack recorded; nothing to stop")
         return
     for name, pid in (("kafka", info.kafka_pid), ("moto", info.moto_pid)):
         stopped = stop_pid(pid, info.state)
-        echo(f"{name}: {'stopped' if stopped else 'was not running'} (pid {pid})")
+        log.info(f"{name}: {'stopped' if stopped else 'was not running'} (pid {pid})")
     (stack_dir(root) / "stack.json").unlink(missing_ok=True)
     env_file(root).unlink(missing_ok=True)
     shutil.rmtree(stack_dir(root) / "kafka-data", ignore_errors=True)

@@ -71,6 +71,11 @@ class KinesisError(LakelineError):
     """A Kinesis problem retries cannot fix: missing stream, bad credentials, retries exhausted."""
 
 
+class KinesisThrottled(KinesisError):
+    """A transient Kinesis refusal (throttling, a dropped connection, a timeout): retried with jittered backoff;
+    still failing after the retries, it becomes a KinesisError."""
+
+
 class TaskFailed(LakelineError):
     """A lakeline command run by a scheduler task failed; the message carries its exit code and the end of its
     log."""

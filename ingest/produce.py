@@ -3,6 +3,7 @@ of every kind the pipeline dead-letters. Records what it produced (per-partition
 
 from __future__ import annotations
 
+import logging
 import json
 import random
 import time
@@ -15,6 +16,8 @@ from ingest.adapters.kafka_admin import KafkaAdmin, librdkafka_config
 from ingest.config import PipelineConfig
 from ingest.errors import ConfigError, LakelineError
 from ingest.settings import Settings
+
+log = logging.getLogger(__name__)
 
 BAD_KINDS = ("malformed_json", "type_mismatch", "missing_required_field", "oversize", "invalid_utf8")
 STATUSES = ("created", "paid", "shipped", "delivered", "cancelled")
@@ -77,19 +80,19 @@ def source_topic(config: PipelineConfig) -> str:
 
 
 def produce(config: PipelineConfig, settings: Settings, count: int, rate: float | None = None,
-            bad_ratio: float = 0.0, seed: int | None = None, partitions: int = 4, echo=print,
+            bad_ratio: float = 0.0, seed: int | None = None, partitions: int = 4,
             record_dir: Path | None = None) -> ProduceResult:
     """Send `count` events to the pipeline's first topic (created with `partitions` if missing), or to its
     Kinesis stream (created with `partitions` shards if missing)."""
     if count < 0 or not 0.0 <= bad_ratio <= 1.0:
         raise ConfigError("--count must be >= 0 and --bad-ratio between 0 and 1")
     if config.source.kind == "kinesis":
-        return _produce_kinesis(config, settings, count, rate, bad_ratio, seed, partitions, echo, record_dir)
+        return _produce_kinesis(config, settings, count, rate, bad_ratio, seed, partitions, record_dir)
     from confluent_kafka import Producer
 
     topic = source_topic(config)
     if KafkaAdmin(settings).ensure_topic(topic, partitions):
-        echo(f"created topic {topic} ({partitions} partitions)")
+        log.info(f"created topic {topic} ({partitions} partitions)")
     producer = Producer({**librdkafka_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "enable.idempotence": True, "acks": "all"})
     result = ProduceResult(topic, count)
@@ -117,7 +120,7 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
             if ahead > 0:
                 time.sleep(ahead)
         if time.monotonic() >= next_report:
-            echo(f"  produced {i + 1}/{count} ({(i + 1) / (time.monotonic() - started):,.0f} msg/s)")
+            log.info(f"  produced {i + 1}/{count} ({(i + 1) / (time.monotonic() - started):,.0f} msg/s)")
             next_report += 5
     remaining = producer.flush(60)
     result.seconds = time.monotonic() - started
@@ -147,10 +150,11 @@ def _payloads(config: PipelineConfig, count: int, bad_ratio: float, seed: int | 
 
 
 def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rate: float | None, bad_ratio: float,
-                     seed: int | None, shards: int, echo, record_dir: Path | None) -> ProduceResult:
+                     seed: int | None, shards: int, record_dir: Path | None) -> ProduceResult:
     """put_records in chunks of 500; failed entries (throttling) are re-sent with backoff, in order per key."""
-    from ingest.adapters.kinesis import KinesisClient, backoff_delays, client_options
-    from ingest.errors import KinesisError
+    from ingest.adapters.kinesis import BACKOFF_CAP, BACKOFF_FIRST, KinesisClient, client_options
+    from ingest.errors import KinesisError, KinesisThrottled
+    from ingest.retry import retrying
 
     stream = config.source.stream
     client = KinesisClient(client_options(settings))
@@ -161,30 +165,34 @@ def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rat
             raise
         client.call("create_stream", StreamName=stream, ShardCount=shards)
         client.client.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 1})
-        echo(f"created stream {stream} ({shards} shards)")
+        log.info(f"created stream {stream} ({shards} shards)")
     result = ProduceResult(stream, count)
     started = time.monotonic()
     pending: list[dict] = []
 
+    def send(entries: list[dict]) -> None:
+        """put_records; the refused entries stay in `entries` (in order) and raise KinesisThrottled."""
+        response = client.call("put_records", StreamName=stream, Records=entries)
+        refused = []
+        for entry, outcome in zip(entries, response["Records"], strict=True):
+            if "SequenceNumber" in outcome:
+                seq = int(outcome["SequenceNumber"])
+                span = result.partitions.setdefault(outcome["ShardId"], [seq, seq])
+                span[0], span[1] = min(span[0], seq), max(span[1], seq)
+            else:
+                refused.append((entry, outcome.get("ErrorCode")))
+        entries[:] = [entry for entry, _ in refused]
+        if refused:
+            raise KinesisThrottled(f"{len(refused)} records refused ({refused[0][1]})")
+
     def flush() -> None:
-        entries, attempt = list(pending), 0
-        while entries:
-            response = client.call("put_records", StreamName=stream, Records=entries)
-            retry = []
-            for entry, outcome in zip(entries, response["Records"], strict=True):
-                if "SequenceNumber" in outcome:
-                    span = result.partitions.setdefault(outcome["ShardId"], [int(outcome["SequenceNumber"])] * 2)
-                    seq = int(outcome["SequenceNumber"])
-                    span[0], span[1] = min(span[0], seq), max(span[1], seq)
-                else:
-                    retry.append(entry)
-            if retry:
-                if attempt >= 8:
-                    raise LakelineError(f"produce: {len(retry)} records still refused by Kinesis after retries "
-                                        f"({response['Records'][0].get('ErrorCode')})")
-                time.sleep(backoff_delays(attempt + 1)[-1])
-                attempt += 1
-            entries = retry
+        entries = list(pending)
+        try:
+            for attempt in retrying((KinesisThrottled,), 9, first=BACKOFF_FIRST, cap=BACKOFF_CAP, jitter=True):
+                with attempt:
+                    send(entries)
+        except KinesisThrottled as exc:
+            raise LakelineError(f"produce: still refused by Kinesis after 8 retries: {exc}") from exc
         pending.clear()
 
     for i, (key, payload) in enumerate(_payloads(config, count, bad_ratio, seed, result)):

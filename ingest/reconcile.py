@@ -171,24 +171,3 @@ def check_ranges(commits, low_watermarks: dict) -> tuple[bool, bool, list[str]]:
                                 f"previous commit ended at {expected_start}")
             previous_end[part] = max(end, previous_end.get(part, end))
     return contiguous, non_overlapping, problems[:SAMPLE]
-
-
-def format_report(report: ReconcileReport) -> str:
-    verdict = "EXACT" if report.exact else "NOT EXACT"
-    lines = [
-        f"reconcile {report.pipeline}: {verdict}",
-        f"  produced      {report.produced:>12,}",
-        f"  rows          {report.rows:>12,}",
-        f"  dead_letters  {report.dead_letters:>12,}  {report.dead_letters_by_reason}",
-        f"  duplicates    {report.duplicates:>12,}",
-        f"  missing       {report.missing:>12,}",
-        f"  out_of_range  {report.out_of_range:>12,}  (landed offsets no longer in the topic's retained range)",
-        f"  commits       {report.commits:>12,}  contiguous={report.ranges_contiguous} "
-        f"non_overlapping={report.ranges_non_overlapping}",
-    ]
-    lines += [f"  ! {p}" for p in report.range_problems]
-    if report.missing_sample:
-        lines.append(f"  first missing: {report.missing_sample[:5]}")
-    if report.duplicate_sample:
-        lines.append(f"  first duplicates: {report.duplicate_sample[:5]}")
-    return "\n".join(lines)

@@ -2,47 +2,71 @@
 
 Precedence: real environment variables, then the env file named by LAKELINE_ENV_FILE, then the local stack's
 <state>/stack/stack.env written by `lakeline dev up`. With no S3 endpoint set, S3A and boto3 talk to real AWS.
+Secrets are `SecretStr`: their repr, `describe()` and logs show `**********`; only the adapters that hand them to a
+client call `get_secret_value()`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ingest.errors import ConfigError
 
+ENV_PREFIX = "LAKELINE_"
 KAFKA_OPTION_PREFIX = "LAKELINE_KAFKA_OPT_"
 # Kafka client properties that hold secrets: refused in YAML, masked whenever settings are shown.
 _SECRET_OPTION = re.compile(r"(password|jaas|secret|token|\.key$|keystore|truststore\.certificates)")
+MASK = "**********"
 
 
-class Settings(BaseModel):
-    """Where things are, for one process. Built by `load_settings()`."""
+class Settings(BaseSettings):
+    """Where things are, for one process: LAKELINE_<FIELD> (and the AWS_* names) from the environment and the env
+    file. Built by `load_settings()`."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = SettingsConfigDict(frozen=True, env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True,
+                                      validate_by_name=True)
 
     kafka_bootstrap_servers: str | None = None
-    # Extra Kafka client properties (security.protocol, sasl.*, ssl.*), e.g. LAKELINE_KAFKA_OPT_SASL_MECHANISM.
-    kafka_options: dict[str, str] = {}
+    # Extra Kafka client properties (security.protocol, sasl.*, ssl.*), from LAKELINE_KAFKA_OPT_<NAME>, e.g.
+    # LAKELINE_KAFKA_OPT_SASL_MECHANISM; every value is kept secret until it is handed to the client.
+    kafka_options: Annotated[dict[str, SecretStr], NoDecode] = {}
     s3_endpoint: str | None = None
     s3_path_style: bool = True
     kinesis_endpoint: str | None = None
-    aws_region: str = "us-east-1"
-    aws_access_key_id: str | None = None
-    aws_secret_access_key: str | None = None
-    aws_session_token: str | None = None
+    aws_region: str = Field("us-east-1", validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION",
+                                                                       "aws_region"))
+    aws_access_key_id: str | None = Field(None, validation_alias=AliasChoices("AWS_ACCESS_KEY_ID",
+                                                                              "aws_access_key_id"))
+    aws_secret_access_key: SecretStr | None = Field(None, validation_alias=AliasChoices("AWS_SECRET_ACCESS_KEY",
+                                                                                       "aws_secret_access_key"))
+    aws_session_token: SecretStr | None = Field(None, validation_alias=AliasChoices("AWS_SESSION_TOKEN",
+                                                                                   "aws_session_token"))
     warehouse: str | None = None
     iceberg_catalog_name: str = "lakeline"
     iceberg_catalog_uri: str | None = None
     spark_master: str = "local[2]"
     spark_jars_dir: str | None = None
     # Extra Spark properties, applied over Lakeline's defaults (LAKELINE_SPARK_CONF, a JSON object).
-    spark_conf: dict[str, str] = {}
+    spark_conf: Annotated[dict[str, str], NoDecode] = {}
     python: str = sys.executable
+
+    @field_validator("warehouse")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") or None if value else None
+
+    @field_validator("spark_conf", mode="before")
+    @classmethod
+    def _spark_conf_json(cls, value: Any) -> Any:
+        return _spark_conf(value) if isinstance(value, str) else value
 
     def require(self, field: str, env_var: str, purpose: str) -> str:
         value = getattr(self, field)
@@ -51,13 +75,26 @@ class Settings(BaseModel):
                               f"env file (LAKELINE_ENV_FILE), or run `lakeline dev up` for the local stack.")
         return value
 
-    def describe(self) -> dict[str, str]:
+    def aws_credentials(self) -> dict[str, str]:
+        """The static AWS credentials that are set (access_key_id, secret_access_key, session_token), revealed
+        for a client; empty means the SDK's default chain."""
+        out = {}
+        for key, value in (("access_key_id", self.aws_access_key_id),
+                           ("secret_access_key", self.aws_secret_access_key),
+                           ("session_token", self.aws_session_token)):
+            if value:
+                out[key] = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return out
+
+    def kafka_client_properties(self) -> dict[str, str]:
+        """The extra Kafka client properties, revealed for the client."""
+        return {name: value.get_secret_value() for name, value in self.kafka_options.items()}
+
+    def describe(self) -> dict[str, Any]:
         """A printable view with secrets masked."""
-        out = {k: v for k, v in self.model_dump().items() if v not in (None, {}, "")}
-        for key in ("aws_secret_access_key", "aws_session_token"):
-            if key in out:
-                out[key] = "****"
-        out["kafka_options"] = {k: ("****" if is_secret_option(k) else v) for k, v in self.kafka_options.items()}
+        out = {k: v for k, v in self.model_dump(mode="json").items() if v not in (None, {}, "")}
+        out["kafka_options"] = {name: MASK if is_secret_option(name) else value
+                                for name, value in self.kafka_client_properties().items()}
         return out
 
 
@@ -82,61 +119,52 @@ def parse_env_file(path: Path) -> dict[str, str]:
     return values
 
 
-def _default_env_file() -> Path | None:
+def env_file() -> Path | None:
+    """The env file in force: LAKELINE_ENV_FILE, else the local stack's, else none."""
+    named = os.environ.get("LAKELINE_ENV_FILE")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigError(f"LAKELINE_ENV_FILE={named}: no such file.")
+        return path
     from infra.paths import state_dir  # infra is a sibling package with no Spark/IO at import
 
     candidate = state_dir() / "stack" / "stack.env"
     return candidate if candidate.is_file() else None
 
 
-def merged_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The env file's values overlaid by the real environment."""
-    environ = dict(os.environ if environ is None else environ)
-    named = environ.get("LAKELINE_ENV_FILE")
-    if named:
-        path = Path(named)
-        if not path.is_file():
-            raise ConfigError(f"LAKELINE_ENV_FILE={named}: no such file.")
-        file_values = parse_env_file(path)
-    else:
-        default = _default_env_file()
-        file_values = parse_env_file(default) if default else {}
-    return {**file_values, **environ}
+def load_settings() -> Settings:
+    """Settings from the process environment over the env file; a bad value is a ConfigError naming the variable."""
+    path = env_file()
+    file_values = parse_env_file(path) if path else {}  # strict: a malformed line is named, not skipped
+    merged = {**file_values, **os.environ}
+    kafka_options = {key[len(KAFKA_OPTION_PREFIX):].lower().replace("_", "."): value
+                     for key, value in merged.items() if key.startswith(KAFKA_OPTION_PREFIX) and value}
+    try:
+        return Settings(_env_file=path, kafka_options=kafka_options)
+    except ValidationError as exc:
+        raise ConfigError("; ".join(_explain(error) for error in exc.errors())) from None
 
 
-def load_settings(environ: dict[str, str] | None = None) -> Settings:
-    env = merged_environment(environ)
-    kafka_options = {
-        key[len(KAFKA_OPTION_PREFIX):].lower().replace("_", "."): value
-        for key, value in env.items() if key.startswith(KAFKA_OPTION_PREFIX)
-    }
-    spark_conf = _spark_conf(env.get("LAKELINE_SPARK_CONF") or "")
-    path_style = env.get("LAKELINE_S3_PATH_STYLE", "true").lower()
-    if path_style not in ("true", "false"):
-        raise ConfigError(f"LAKELINE_S3_PATH_STYLE={path_style!r}: use true or false.")
-    return Settings(
-        kafka_bootstrap_servers=env.get("LAKELINE_KAFKA_BOOTSTRAP_SERVERS") or None,
-        kafka_options=kafka_options,
-        s3_endpoint=env.get("LAKELINE_S3_ENDPOINT") or None,
-        s3_path_style=path_style == "true",
-        kinesis_endpoint=env.get("LAKELINE_KINESIS_ENDPOINT") or None,
-        aws_region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-        aws_access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
-        aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
-        aws_session_token=env.get("AWS_SESSION_TOKEN") or None,
-        warehouse=(env.get("LAKELINE_WAREHOUSE") or "").rstrip("/") or None,
-        iceberg_catalog_name=env.get("LAKELINE_ICEBERG_CATALOG_NAME") or "lakeline",
-        iceberg_catalog_uri=env.get("LAKELINE_ICEBERG_CATALOG_URI") or None,
-        spark_master=env.get("LAKELINE_SPARK_MASTER") or "local[2]",
-        spark_jars_dir=env.get("LAKELINE_SPARK_JARS_DIR") or None,
-        spark_conf=spark_conf,
-    )
+def _variable(field: str) -> str:
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def _explain(error: dict) -> str:
+    field = str(error["loc"][0]) if error.get("loc") else ""
+    if field not in Settings.model_fields:
+        return error["msg"]
+    variable = _variable(field)
+    annotation = str(Settings.model_fields[field].annotation)
+    shown = "" if "SecretStr" in annotation else f"={error.get('input')!r}"
+    return f"{variable}{shown}: {error['msg']}"
 
 
 def _spark_conf(text: str) -> dict[str, str]:
     """LAKELINE_SPARK_CONF: a JSON object of Spark properties, e.g. {"spark.sql.shuffle.partitions": "8"}."""
-    import json
-
     if not text.strip():
         return {}
     try:

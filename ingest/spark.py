@@ -74,6 +74,10 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.sql.streaming.stopGracefullyOnShutdown": "false",
         # Delta: keep commitInfo user metadata per write; never auto-optimize inside the stream.
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta 4 ignores VACUUM's RETAIN (anything but 0) by default and applies the table's
+        # delta.deletedFileRetentionDuration instead: a longer window asked for by `lakeline retain` would silently
+        # become the shorter table default. Honour it; the safety check still refuses one below the table's.
+        "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
         # Delta on S3: put-if-absent commits (the stock S3SingleDriverLogStore is safe for one driver only).
         "spark.delta.logStore.s3a.impl": DELTA_S3_LOGSTORE,
         "spark.delta.logStore.s3.impl": DELTA_S3_LOGSTORE,
@@ -103,12 +107,13 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
     if settings.s3_endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = settings.s3_endpoint
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(settings.s3_endpoint.startswith("https")).lower()
-    if settings.aws_access_key_id and settings.aws_secret_access_key:
-        conf["spark.hadoop.fs.s3a.access.key"] = settings.aws_access_key_id
-        conf["spark.hadoop.fs.s3a.secret.key"] = settings.aws_secret_access_key
+    credentials = settings.aws_credentials()
+    if "access_key_id" in credentials and "secret_access_key" in credentials:
+        conf["spark.hadoop.fs.s3a.access.key"] = credentials["access_key_id"]
+        conf["spark.hadoop.fs.s3a.secret.key"] = credentials["secret_access_key"]
         provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        if settings.aws_session_token:
-            conf["spark.hadoop.fs.s3a.session.token"] = settings.aws_session_token
+        if "session_token" in credentials:
+            conf["spark.hadoop.fs.s3a.session.token"] = credentials["session_token"]
             provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
         conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
     if settings.iceberg_catalog_uri:

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from ingest.errors import ExitCode, LakelineError
+from lakeline import logs
 from lakeline.commands import checkpoint, demo, dev, drill, pipeline, tables
 
 COMMAND_GROUPS = (dev, pipeline, checkpoint, drill, tables, demo)
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logs.configure()
     try:
         return int(args.run(args))
     except LakelineError as exc:

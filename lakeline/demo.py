@@ -22,7 +22,9 @@ def run_demo(count: int, bad_ratio: float, stop_stack: bool = False,
     from ingest.config import load_pipeline
     from ingest.pipeline import Pipeline
     from ingest.produce import produce
-    from ingest.reconcile import format_report, reconcile
+    from ingest.reconcile import reconcile
+    from lakeline.output import stdout_console
+    from lakeline.render import reconcile as render_reconcile
     from ingest.settings import load_settings
     from ingest.spark import build_spark
 
@@ -58,7 +60,7 @@ def run_demo(count: int, bad_ratio: float, stop_stack: bool = False,
     for config in configs:
         report = reconcile(config, settings, spark)
         exact &= report.exact
-        print(format_report(report))
+        stdout_console().print(render_reconcile(report))
         print(f"  ingest took {timings[config.pipeline]:.1f}s "
               f"({(report.rows + report.dead_letters) / max(timings[config.pipeline], 1e-9):,.0f} records/s)")
     spark.stop()

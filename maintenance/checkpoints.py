@@ -11,16 +11,20 @@ File access goes through the FileOps protocol (HadoopFS for s3a:// in production
 
 from __future__ import annotations
 
+import logging
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
+from collections.abc import Callable
 from typing import Protocol
 
 from ingest.checkpoint import LINEAGE_FILE, move_aside, parse_offset_file, plan_start
 from ingest.commits import CommitRecord, offsets_to_json
 from ingest.errors import BackupError, PipelineRunning
 from ingest.checkpoint import HEARTBEAT_FILE
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
 
@@ -87,7 +91,8 @@ def _committed_files(fs: BackupFS, location: str) -> tuple[int, list[str]]:
 
 
 def backup(fs: BackupFS, checkpoint: str, backup_root: str, pipeline: str, table: CommitRecord | None,
-           keep: int, echo=print, now: datetime | None = None) -> Manifest:
+           keep: int, now: datetime | None = None,
+           on_progress: Callable[[int, int], None] | None = None) -> Manifest:
     """Copy the committed part of `checkpoint` to a new backup and prune to the newest `keep` backups."""
     if not fs.exists(checkpoint):
         raise BackupError(f"{checkpoint}: no checkpoint to back up")
@@ -104,8 +109,10 @@ def backup(fs: BackupFS, checkpoint: str, backup_root: str, pipeline: str, table
             continue
         fs.write_bytes(f"{target}/{rel}", data)
         entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        if on_progress is not None:
+            on_progress(index, len(files))
         if index % 200 == 0:
-            echo(f"  copied {index}/{len(files)} files")
+            log.info(f"  copied {index}/{len(files)} files")
     lineage_path = f"{checkpoint}/{LINEAGE_FILE}"
     lineage = fs.read_text(lineage_path).strip() if fs.exists(lineage_path) else None
     manifest = Manifest(backup_id, pipeline, checkpoint, lineage, last,
@@ -115,7 +122,7 @@ def backup(fs: BackupFS, checkpoint: str, backup_root: str, pipeline: str, table
     fs.write_text(f"{target}/{MANIFEST}", json.dumps(asdict(manifest), indent=1))
     for old in list_backups(fs, backup_root)[:-keep]:
         fs.delete(f"{backup_root}/{old}")
-        echo(f"  pruned old backup {old}")
+        log.info(f"  pruned old backup {old}")
     return manifest
 
 
@@ -194,7 +201,7 @@ def ensure_not_running(fs: BackupFS, checkpoint: str, stale_after: float, force:
 
 
 def restore(fs: BackupFS, backup_root: str, backup_id: str | None, checkpoint: str, stale_after: float,
-            force: bool = False, echo=print) -> Manifest:
+            force: bool = False) -> Manifest:
     """Replace the checkpoint with a verified backup. The current checkpoint is moved aside, never deleted.
     Refuses while the pipeline's heartbeat is younger than `stale_after` seconds (unless `force`)."""
     ensure_not_running(fs, checkpoint, stale_after, force)
@@ -204,10 +211,10 @@ def restore(fs: BackupFS, backup_root: str, backup_id: str | None, checkpoint: s
         raise BackupError(f"backup {manifest.backup_id} failed verification: " + "; ".join(report.problems[:5]))
     moved = move_aside(fs, checkpoint)
     if moved:
-        echo(f"current checkpoint moved aside to {moved}")
+        log.info(f"current checkpoint moved aside to {moved}")
     base = f"{backup_root}/{manifest.backup_id}"
     for entry in manifest.files:
         fs.write_bytes(f"{checkpoint}/{entry['path']}", fs.read_bytes(f"{base}/{entry['path']}"))
-    echo(f"restored backup {manifest.backup_id} (last committed batch {manifest.last_committed_batch}, "
-         f"{len(manifest.files)} files) to {checkpoint}")
+    log.info(f"restored backup {manifest.backup_id} (last committed batch {manifest.last_committed_batch}, "
+             f"{len(manifest.files)} files) to {checkpoint}")
     return manifest

@@ -10,6 +10,7 @@ goes on.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,8 @@ from ingest.formats import LakeTable, Layout, format_for
 from ingest.retry import retrying
 from maintenance.health import collect_health, open_table
 from maintenance.policy import MaintainedTable, decide, format_size, settled_range
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,17 +90,13 @@ class CompactionResult:
                 f"{sum(1 for p in self.partitions if p.status in ('skipped', 'failed'))} skipped after conflicts")
 
 
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = int(width * done / total) if total else width
-    return f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total}"
-
-
 def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings", now: datetime,
             dry_run: bool = False, partitions: list[str] | None = None, include_hot: bool = False,
             interval: tuple[datetime | None, datetime] | None = None,
-            echo: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep) -> CompactionResult:
+            sleep: Callable[[float], None] = time.sleep,
+            on_progress: Callable[[int, int, PartitionResult], None] | None = None) -> CompactionResult:
     """Compact the partitions the policy selects (or only `partitions`, or only those that settled in a
-    scheduler `interval`). `now` decides what is hot."""
+    scheduler `interval`). `now` decides what is hot. `on_progress(done, total, partition)` after each partition."""
     started = time.monotonic()
     health = collect_health(spark, table, settings, now)
     plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot, interval=interval)
@@ -108,13 +107,13 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                               from_interval=plan.from_interval, backlog=plan.backlog)
     if interval is not None:
         low, high = settled_range(interval, table.policy.compaction)
-        echo(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
+        log.info(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
              f"[{low.isoformat() if low else '-'}, {high.isoformat()})), {plan.backlog} from the backlog before it")
     for skip in plan.skipped:
-        echo(f"  skip {skip.partition or '(table)'}: {skip.reason}")
+        log.info(f"  skip {skip.partition or '(table)'}: {skip.reason}")
     if dry_run:
         for choice in plan.chosen:
-            echo(f"  would compact {choice.partition or '(table)'}: {choice.reason}")
+            log.info(f"  would compact {choice.partition or '(table)'}: {choice.reason}")
             result.partitions.append(PartitionResult(choice.partition, "planned", choice.reason, choice.files,
                                                      choice.files))
         result.seconds = time.monotonic() - started
@@ -127,19 +126,20 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                     tuple(compaction.zorder_by))
     classify = format_for(table.format).classify
     for index, choice in enumerate(plan.chosen, start=1):
-        part = _compact_partition(lake, layout, choice.partition, choice.files, classify, echo, sleep)
+        part = _compact_partition(lake, layout, choice.partition, choice.files, classify, sleep)
         result.partitions.append(part)
-        echo(f"  {_bar(index, len(plan.chosen))} {choice.partition or '(table)'}: {part.status}, files "
+        if on_progress is not None:
+            on_progress(index, len(plan.chosen), part)
+        log.info(f"  {index}/{len(plan.chosen)} {choice.partition or '(table)'}: {part.status}, files "
              f"{part.files_before} -> {part.files_after}, {format_size(part.bytes_rewritten)} in "
              f"{part.seconds:.1f}s{'' if part.status == 'compacted' else ' (' + part.reason + ')'}")
     if any(p.status == "compacted" for p in result.partitions):
-        result.manifests_rewritten = _with_retries(lake.tidy_metadata, "rewrite_manifests", classify, echo,
-                                                   sleep)[0] or 0
+        result.manifests_rewritten = _with_retries(lake.tidy_metadata, "rewrite_manifests", classify, sleep)[0] or 0
     result.seconds = time.monotonic() - started
     return result
 
 
-def _with_retries(action, what: str, classify, echo, sleep) -> tuple[object | None, int, str]:
+def _with_retries(action, what: str, classify, sleep) -> tuple[object | None, int, str]:
     """(result, attempts, error). Conflicts (by the format's classification) are retried with backoff; after
     ATTEMPTS the action is given up with a warning; other errors propagate."""
     tries = 0
@@ -155,25 +155,25 @@ def _with_retries(action, what: str, classify, echo, sleep) -> tuple[object | No
             raise CommitConflict(str(exc).splitlines()[0][:200]) from exc
 
     def on_retry(number: int, _error: BaseException, delay: float) -> None:
-        echo(f"  {what}: commit conflict with a concurrent writer, retry {number} in {delay:.0f}s")
+        log.info(f"  {what}: commit conflict with a concurrent writer, retry {number} in {delay:.0f}s")
 
     try:
         for trying in retrying((CommitConflict,), ATTEMPTS, on_retry=on_retry, sleep=sleep):
             with trying:
                 return attempt(), tries, ""
     except CommitConflict as exc:
-        echo(f"  WARNING {what}: still conflicting after {tries} attempts, skipped ({exc})")
+        log.warning(f"{what}: still conflicting after {tries} attempts, skipped ({exc})")
         return None, tries, f"conflict after {tries} attempts: {exc}"
     raise AssertionError("unreachable")
 
 
-def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_before: int, classify, echo,
+def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_before: int, classify,
                        sleep) -> PartitionResult:
     started = time.monotonic()
     column, _, value = partition.partition("=")
     where = (column, value) if partition else None
     outcome, attempts, error = _with_retries(lambda: lake.rewrite_partition(where, layout),
-                                             partition or lake.ref, classify, echo, sleep)
+                                             partition or lake.ref, classify, sleep)
     seconds = time.monotonic() - started
     if outcome is None:
         return PartitionResult(partition, "skipped", error, files_before, files_before, 0, seconds, attempts)

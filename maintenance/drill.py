@@ -15,6 +15,7 @@ Recovery seconds = from the fault to the first new commit reported by the restar
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -38,6 +39,8 @@ from ingest.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 SCENARIOS = ("kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore")
 
@@ -75,20 +78,6 @@ class DrillReport:
     def to_json(self) -> dict:
         return {"pipeline": self.pipeline, "run_id": self.run_id, "started_at": self.started_at,
                 "passed": self.passed, "scenarios": [asdict(s) for s in self.scenarios]}
-
-
-def format_report(report: DrillReport) -> str:
-    head = (f"{'scenario':<19} {'format':<8} {'produced':>8} {'rows':>7} {'dlq':>5} {'dup':>4} {'miss':>4} "
-            f"{'recovery_s':>10} {'replayed':>8}  start     result")
-    lines = [f"drill {report.run_id} of pipeline {report.pipeline}", head]
-    for s in report.scenarios:
-        recovery = "-" if s.recovery_seconds is None else f"{s.recovery_seconds:.1f}"
-        lines.append(f"{s.scenario:<19} {s.format:<8} {s.produced:>8} {s.rows:>7} {s.dead_letters:>5} "
-                     f"{s.duplicates:>4} {s.missing:>4} {recovery:>10} {s.batches_replayed:>8}  "
-                     f"{s.start_plan.split(':')[0]:<9} {'PASSED' if s.passed else 'FAILED'}")
-        lines += [f"    ! {problem}" for problem in s.problems]
-    lines.append(f"drill {'PASSED' if report.passed else 'FAILED'}")
-    return "\n".join(lines)
 
 
 @dataclass
@@ -149,7 +138,7 @@ class Drill:
 
     def __init__(self, config: PipelineConfig, settings: Settings, spark: "SparkSession",
                  run_id: str | None = None, events: int = 3000, batch_size: int = 500, work_dir: Path | None = None,
-                 echo=print, seed: int | None = None):
+                 seed: int | None = None):
         if config.source.kind != "kafka":
             raise ConfigError(f"pipeline {config.pipeline}: drills need a Kafka source (source.kind is "
                               f"{config.source.kind!r})")
@@ -161,7 +150,6 @@ class Drill:
             raise ConfigError(f"drill: run id {run_id!r} must be 1-40 lowercase letters and digits")
         self.run_id = run_id or datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + uuid.uuid4().hex[:4]
         self.events, self.batch_size = events, batch_size
-        self.echo = echo
         self.rng = random.Random(seed)
         from infra.paths import state_dir
 
@@ -253,7 +241,7 @@ class Drill:
         from ingest.produce import produce
 
         result = produce(target.config, target.settings, count, bad_ratio=0.01, seed=self.rng.randrange(1 << 30),
-                         partitions=2, echo=lambda _msg: None, record_dir=target.work)
+                         partitions=2, record_dir=target.work)
         report.produced += result.count
         bad["total"] = bad.get("total", 0) + result.bad_total
 
@@ -266,18 +254,18 @@ class Drill:
             if scenario not in SCENARIOS:
                 raise ConfigError(f"drill: unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
             target = self.setup(scenario)
-            self.echo(f"[drill {scenario}] {self.config.sink.format} copy at {target.settings.warehouse}, "
-                      f"topic {target.topic}")
+            log.info(f"[drill {scenario}] {self.config.sink.format} copy at {target.settings.warehouse}, "
+                     f"topic {target.topic}")
             result = self.run_scenario(target)
             report.scenarios.append(result)
-            self.echo(f"[drill {scenario}] {'PASSED' if result.passed else 'FAILED'} in {result.seconds:.0f}s: "
-                      f"recovery {result.recovery_seconds}s, duplicates {result.duplicates}, missing "
-                      f"{result.missing}" + "".join(f"\n    ! {p}" for p in result.problems))
+            log.info(f"[drill {scenario}] {'PASSED' if result.passed else 'FAILED'} in {result.seconds:.0f}s: "
+                     f"recovery {result.recovery_seconds}s, duplicates {result.duplicates}, missing "
+                     f"{result.missing}" + "".join(f"\n    ! {p}" for p in result.problems))
             if result.passed and not keep:
                 self.teardown(target)
             elif not result.passed:
-                self.echo(f"[drill {scenario}] kept for inspection: {target.settings.warehouse}, logs in "
-                          f"{target.work}")
+                log.warning(f"[drill {scenario}] kept for inspection: {target.settings.warehouse}, logs in "
+                            f"{target.work}")
         self._write_report(report)
         return report
 
@@ -377,13 +365,12 @@ class Drill:
         self.produce(target, self.events, report, bad)
         self.ingest(target, "1-initial")
         manifest = checkpoints.backup(fs, location, root, target.config.pipeline, self._table_commit(target),
-                                      keep=3, echo=lambda _msg: None)
+                                      keep=3)
         self.produce(target, self.events, report, bad)
         self.ingest(target, "2-after-backup")
         self.produce(target, self.events // 2, report, bad)
         fault_at = time.monotonic()
-        checkpoints.restore(fs, root, manifest.backup_id, location, HEARTBEAT_STALE_SECONDS,
-                            echo=lambda _msg: None)
+        checkpoints.restore(fs, root, manifest.backup_id, location, HEARTBEAT_STALE_SECONDS)
         report.recovery = f"restored backup {manifest.backup_id} (batch {manifest.last_committed_batch}); restart"
         recovered = self.ingest(target, "3-recovery")
         if not recovered.start_plan.startswith("rebuild"):

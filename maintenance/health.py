@@ -77,27 +77,6 @@ def health_json(health: TableHealth) -> dict:
     return data
 
 
-def format_health(health: TableHealth) -> str:
-    since = "never" if health.last_compaction_at is None else \
-        f"{(health.measured_at - health.last_compaction_at).total_seconds() / 3600:.1f}h ago"
-    fmt = format_for(health.format)
-    lines = [
-        f"{health.table} ({health.format}) {health.location}",
-        f"  {health.files} files, {format_size(health.bytes)}, {health.small_files} small "
-        f"(< {format_size(health.small_below)}; target {format_size(health.target_file_size)})",
-        f"  {health.versions} {fmt.version_noun} retained (current {health.current_version}), "
-        f"{fmt.metadata_noun} {format_size(health.metadata_bytes)}, oldest "
-        f"{health.oldest_version_at.isoformat(timespec='seconds') if health.oldest_version_at else '-'}, "
-        f"last compaction {since}",
-        f"  {'partition':<28} {'files':>6} {'bytes':>10} {'small':>6} {'ratio':>6}  histogram (share of target)",
-    ]
-    for part in sorted(health.partitions, key=lambda p: p.partition, reverse=True):
-        hist = " ".join(f"{k}:{v}" for k, v in part.size_histogram.items() if v)
-        lines.append(f"  {part.partition or '(unpartitioned)':<28} {part.files:>6} {format_size(part.bytes):>10} "
-                     f"{part.small_files:>6} {part.small_ratio:>6.2f}  {hist}")
-    return "\n".join(lines)
-
-
 def plot_sizes(path: str, runs: list[tuple[str, list[int]]], target: int) -> None:
     """PNG of the data-file size distribution on a log scale (small files are KB, the target is ~100 MB); two
     runs (e.g. before/after compaction) side by side."""

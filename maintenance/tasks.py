@@ -10,12 +10,12 @@ through the environment (or LAKELINE_ENV_FILE), never through task arguments or 
 from __future__ import annotations
 
 import hashlib
+import logging
 import json
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from pathlib import Path
 from ingest.errors import ConfigError, ExitCode, TaskFailed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -50,9 +51,10 @@ def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> 
     raise ConfigError(f"LAKELINE_TASK_LAUNCHER={launcher!r}: use local or spark-submit")
 
 
-def run_lakeline(args: list[str], echo: Callable[[str], None] = print, timeout: float | None = None,
+def run_lakeline(args: list[str], timeout: float | None = None,
                  allowed_codes: tuple[int, ...] = (0,)) -> CommandResult:
-    """Run `lakeline <args>`, stream its log lines to `echo`, and parse the JSON it prints on stdout.
+    """Run `lakeline <args>`, pass its log lines on to this process's log (the task log, under a scheduler), and
+    parse the JSON it prints on stdout.
     Raises TaskFailed for an exit code outside `allowed_codes`."""
     command = lakeline_command(args)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
@@ -64,7 +66,7 @@ def run_lakeline(args: list[str], echo: Callable[[str], None] = print, timeout: 
         for line in process.stderr:
             line = line.rstrip()
             if line and not line.startswith(("WARNING: Using incubator", "SLF4J:")):
-                echo(line)
+                log.info(line)
                 tail.append(line)
                 del tail[:-40]
 
@@ -84,7 +86,7 @@ def run_lakeline(args: list[str], echo: Callable[[str], None] = print, timeout: 
     stdout = "".join(chunks)
     output = _json_document(stdout)
     for line in stdout.splitlines() if output is None else []:
-        echo(line)
+        log.info(line)
     result = CommandResult(args, process.returncode, output, "\n".join(tail))
     if process.returncode not in allowed_codes:
         raise TaskFailed(f"`lakeline {' '.join(args)}` exited {process.returncode}:\n{result.stderr_tail[-3000:]}")
@@ -130,13 +132,13 @@ def table_pool(table: str) -> str:
 
 
 # ---- the steps the DAGs wire together ------------------------------------------------------------------------
-def backup_checkpoint(pipeline: str, echo=print) -> dict:
-    return run_lakeline(["checkpoint", "backup", "--pipeline", pipeline, "--output", "json"], echo).output
+def backup_checkpoint(pipeline: str) -> dict:
+    return run_lakeline(["checkpoint", "backup", "--pipeline", pipeline, "--output", "json"]).output
 
 
-def verify_backup(pipeline: str, backup_id: str, echo=print) -> dict:
+def verify_backup(pipeline: str, backup_id: str) -> dict:
     result = run_lakeline(["checkpoint", "verify", "--pipeline", pipeline, "--backup", backup_id, "--output",
-                           "json"], echo, allowed_codes=(ExitCode.OK, ExitCode.CHECKPOINT_DAMAGED))
+                           "json"], allowed_codes=(ExitCode.OK, ExitCode.CHECKPOINT_DAMAGED))
     if result.code != ExitCode.OK:
         raise TaskFailed(f"backup {backup_id} failed verification: {result.output}")
     return result.output
@@ -147,38 +149,38 @@ def drill_run_id(scheduler_run_id: str) -> str:
     return "af" + hashlib.sha1(scheduler_run_id.encode()).hexdigest()[:12]
 
 
-def drill_cleanup(pipeline: str, run_id: str, echo=print) -> dict:
-    return run_lakeline(["drill", "--pipeline", pipeline, "--run-id", run_id, "--cleanup", "--output", "json"],
-                        echo).output
+def drill_cleanup(pipeline: str, run_id: str) -> dict:
+    return run_lakeline(["drill", "--pipeline", pipeline, "--run-id", run_id, "--cleanup", "--output",
+                         "json"]).output
 
 
-def drill(pipeline: str, run_id: str, scenario: str = "all", events: int = 3000, echo=print) -> CommandResult:
+def drill(pipeline: str, run_id: str, scenario: str = "all", events: int = 3000) -> CommandResult:
     """Run the drill; the result's code is ExitCode.DRILL_FAILED (with the report) when a scenario failed."""
     return run_lakeline(["drill", "--pipeline", pipeline, "--run-id", run_id, "--scenario", scenario, "--events",
-                         str(events), "--keep", "--output", "json"], echo,
+                         str(events), "--keep", "--output", "json"],
                         allowed_codes=(ExitCode.OK, ExitCode.DRILL_FAILED))
 
 
-def freshness(pipeline: str, as_of: datetime, echo=print) -> CommandResult:
+def freshness(pipeline: str, as_of: datetime) -> CommandResult:
     if as_of.tzinfo is None:
         raise ConfigError("freshness: as_of needs a time zone")
     return run_lakeline(["freshness", "--pipeline", pipeline, "--as-of", as_of.isoformat(), "--output", "json"],
-                        echo, allowed_codes=(ExitCode.OK, ExitCode.STALE))
+                        allowed_codes=(ExitCode.OK, ExitCode.STALE))
 
 
-def table_health(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:
+def table_health(table: str, conf_dir: str | Path, as_of: str) -> dict:
     return run_lakeline(["health", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
-                         "json"], echo).output
+                         "json"]).output
 
 
-def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool, interval: tuple[str, str] | None = None,
-            echo=print) -> dict:
+def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool,
+            interval: tuple[str, str] | None = None) -> dict:
     return run_lakeline(["compact", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
                          "json", *(["--interval", *interval] if interval else []),
-                         *(["--dry-run"] if dry_run else [])], echo).output
+                         *(["--dry-run"] if dry_run else [])]).output
 
 
-def retain(table: str, conf_dir: str | Path, as_of: str, echo=print) -> dict:
+def retain(table: str, conf_dir: str | Path, as_of: str) -> dict:
     """Scheduled retention deletes (within the table file's guards); `lakeline retain` alone is a dry run."""
     return run_lakeline(["retain", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--delete",
-                         "--output", "json"], echo).output
+                         "--output", "json"]).output

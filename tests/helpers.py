@@ -1,8 +1,19 @@
-"""Test helpers: pipeline YAML builders with unique names, so tests never share topics, tables or checkpoints."""
+"""Test helpers: pipeline YAML builders with unique names, so tests never share topics, tables or checkpoints; a
+background producer and the kill -9 loop the Kafka and Kinesis suites share."""
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -55,6 +66,76 @@ def events_of(path: Path, *kinds: type) -> list:
     text = path.read_text()
     complete = text[: text.rfind("\n") + 1]
     return [event for event in read_events(complete) if isinstance(event, kinds)]
+
+
+@dataclass
+class Produced:
+    """What a background producer has sent so far."""
+
+    count: int = 0
+    bad: int = 0
+
+
+@contextmanager
+def producing(config, settings, chunk: int, rate: float, seed: int, produced: Produced | None = None
+              ) -> Iterator[Produced]:
+    """Keep producing `chunk` events at `rate`/s (1% bad) in a thread until the block ends; yields the running
+    counts (add to `produced` to continue an earlier tally)."""
+    from ingest.produce import produce
+
+    tally = produced or Produced()
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        next_seed = seed
+        while not stop.is_set():
+            result = produce(config, settings, chunk, rate=rate, bad_ratio=0.01, seed=next_seed)
+            tally.count += result.count
+            tally.bad += result.bad_total
+            next_seed += 1
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        yield tally
+    finally:
+        stop.set()
+        producer.join(60)
+
+
+@dataclass
+class KillLoop:
+    """The outcome of `kill_loop`: what was produced, when each driver was killed, and the draining run."""
+
+    produced: Produced
+    killed_after: list[float] = field(default_factory=list)
+    final: subprocess.CompletedProcess | None = None
+
+
+def kill_loop(config, settings, pipeline_path: Path, logs: Path, kills: int) -> KillLoop:
+    """kill -9 `lakeline ingest` at `kills` random moments (12-40 s after each start, seeded by LAKELINE_TEST_SEED)
+    while a producer keeps writing 500 events/s; then drain what is left with an available-now run. The caller
+    reconciles. Shared by the Kafka and Kinesis suites so both exercise the same fault."""
+    rng = random.Random(int(os.environ.get("LAKELINE_TEST_SEED", "9")))
+    command = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(pipeline_path)]
+    outcome = KillLoop(Produced())
+    with producing(config, settings, chunk=1000, rate=500, seed=100, produced=outcome.produced):
+        for attempt in range(kills):
+            log_path = logs / f"run{attempt}.log"
+            with open(log_path, "w") as log:
+                driver = subprocess.Popen(command + ["--trigger", "processing-time=500ms"], stdout=log,
+                                          stderr=subprocess.STDOUT, env=os.environ.copy())
+                delay = rng.uniform(12, 40)
+                time.sleep(delay)  # the fault lands at a random moment: this wait is the test, not a poll
+                assert driver.poll() is None, log_path.read_text()[-3000:]
+                driver.send_signal(signal.SIGKILL)
+                driver.wait(30)
+                outcome.killed_after.append(round(delay, 1))
+    print(f"killed after {outcome.killed_after} seconds")
+    outcome.final = subprocess.run(command + ["--trigger", "available-now"], capture_output=True, text=True,
+                                   env=os.environ.copy(), timeout=900)
+    assert outcome.final.returncode == 0, outcome.final.stdout[-3000:] + outcome.final.stderr[-3000:]
+    return outcome
 
 
 class LocalFS:

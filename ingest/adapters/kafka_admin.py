@@ -11,7 +11,7 @@ from ingest.settings import Settings
 def client_config(settings: Settings) -> dict[str, str]:
     """librdkafka config: bootstrap servers plus the LAKELINE_KAFKA_OPT_* security pass-through."""
     bootstrap = settings.require("kafka_bootstrap_servers", "LAKELINE_KAFKA_BOOTSTRAP_SERVERS", "reach Kafka")
-    return {"bootstrap.servers": bootstrap, **settings.kafka_options}
+    return {"bootstrap.servers": bootstrap, **settings.kafka_client_properties()}
 
 
 def librdkafka_config(settings: Settings) -> dict:

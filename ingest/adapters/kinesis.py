@@ -7,12 +7,12 @@ Settings, and never logs credentials.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ingest.errors import KinesisError
+from ingest.errors import KinesisError, KinesisThrottled
+from ingest.retry import retrying
 from ingest.sources.kinesis_offsets import AFTER, AT_TIMESTAMP, TRIM_HORIZON, ShardInfo
 
 RETRYABLE = {"ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException",
@@ -26,12 +26,9 @@ OPTION_KEYS = ("endpoint", "region", "access_key_id", "secret_access_key", "sess
 
 def client_options(settings: Any) -> dict[str, str]:
     """Connection options for the data source (they travel to Python workers as reader options)."""
-    out = {"region": settings.aws_region}
-    for key, attr in (("endpoint", "kinesis_endpoint"), ("access_key_id", "aws_access_key_id"),
-                      ("secret_access_key", "aws_secret_access_key"), ("session_token", "aws_session_token")):
-        value = getattr(settings, attr, None)
-        if value:
-            out[key] = value
+    out = {"region": settings.aws_region, **settings.aws_credentials()}
+    if settings.kinesis_endpoint:
+        out["endpoint"] = settings.kinesis_endpoint
     return out
 
 
@@ -45,10 +42,8 @@ def _status(exc: BaseException) -> int:
     return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
-def backoff_delays(attempts: int, base: float = 0.1, cap: float = 5.0,
-                   rand: Callable[[], float] = random.random) -> list[float]:
-    """Exponential backoff with full jitter: attempt i waits uniform(0, min(cap, base * 2**i))."""
-    return [rand() * min(cap, base * 2 ** i) for i in range(attempts)]
+# Backoff for throttled calls: full jitter, the first wait below 0.1 s, doubling, never above 5 s.
+BACKOFF_FIRST, BACKOFF_CAP = 0.1, 5.0
 
 
 class KinesisClient:
@@ -73,31 +68,34 @@ class KinesisClient:
         self.client = client
 
     def call(self, name: str, **kwargs: Any) -> dict:
-        delays = backoff_delays(self.attempts)
-        for attempt in range(self.attempts + 1):
-            try:
-                return getattr(self.client, name)(**kwargs)
-            except Exception as exc:  # botocore ClientError / EndpointConnectionError
-                code = _code(exc)
-                stream = kwargs.get("StreamName", "")
-                if code == "ResourceNotFoundException":
-                    raise KinesisError(f"Kinesis stream {stream!r} not found ({exc}); create it or fix "
-                                       "source.stream / AWS_REGION / LAKELINE_KINESIS_ENDPOINT") from exc
-                if code in CREDENTIAL_ERRORS or type(exc).__name__ in ("NoCredentialsError",
-                                                                       "PartialCredentialsError"):
-                    raise KinesisError(f"Kinesis refused the credentials ({code}); check AWS_ACCESS_KEY_ID / "
-                                       "AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN") from exc
-                if code == "ExpiredIteratorException":
-                    raise
-                retryable = code in RETRYABLE or type(exc).__name__ in (
-                    "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError")
-                if not retryable or attempt == self.attempts:
-                    if retryable:
-                        raise KinesisError(f"Kinesis {name} still failing after {self.attempts} retries: "
-                                           f"{code}") from exc
-                    raise
-                self.sleep(delays[attempt])
+        """One API call; throttling and dropped connections are retried up to `attempts` times."""
+        try:
+            for attempt in retrying((KinesisThrottled,), self.attempts + 1, first=BACKOFF_FIRST, cap=BACKOFF_CAP,
+                                    jitter=True, sleep=self.sleep):
+                with attempt:
+                    return self._call_once(name, kwargs)
+        except KinesisThrottled as exc:
+            raise KinesisError(f"Kinesis {name} still failing after {self.attempts} retries: {exc}") from exc
         raise AssertionError("unreachable")
+
+    def _call_once(self, name: str, kwargs: dict[str, Any]) -> dict:
+        """The call, its failure put in the taxonomy: KinesisThrottled (retry), KinesisError (a fix is needed) or
+        the SDK's own error (ExpiredIteratorException, which the reader handles, and anything unknown)."""
+        try:
+            return getattr(self.client, name)(**kwargs)
+        except Exception as exc:  # botocore ClientError / EndpointConnectionError, classified below
+            code = _code(exc)
+            stream = kwargs.get("StreamName", "")
+            if code == "ResourceNotFoundException":
+                raise KinesisError(f"Kinesis stream {stream!r} not found ({exc}); create it or fix "
+                                   "source.stream / AWS_REGION / LAKELINE_KINESIS_ENDPOINT") from exc
+            if code in CREDENTIAL_ERRORS or type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+                raise KinesisError(f"Kinesis refused the credentials ({code}); check AWS_ACCESS_KEY_ID / "
+                                   "AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN") from exc
+            if code in RETRYABLE or type(exc).__name__ in ("EndpointConnectionError", "ConnectionClosedError",
+                                                           "ReadTimeoutError", "ConnectTimeoutError"):
+                raise KinesisThrottled(code) from exc
+            raise
 
     # ---- shards -----------------------------------------------------------------------------------------------
     def list_shards(self, stream: str) -> list[ShardInfo]:

@@ -8,10 +8,8 @@ from ingest.settings import Settings
 def s3_client(settings: Settings):
     import boto3
 
-    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region,
-                        aws_access_key_id=settings.aws_access_key_id,
-                        aws_secret_access_key=settings.aws_secret_access_key,
-                        aws_session_token=settings.aws_session_token)
+    credentials = {f"aws_{name}": value for name, value in settings.aws_credentials().items()}
+    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region, **credentials)
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:

@@ -56,11 +56,8 @@ def delta_storage_options(settings: "Settings") -> dict[str, str]:
         options["AWS_ALLOW_HTTP"] = str(settings.s3_endpoint.startswith("http://")).lower()
     if settings.s3_path_style:
         options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
-    for key, value in (("AWS_ACCESS_KEY_ID", settings.aws_access_key_id),
-                       ("AWS_SECRET_ACCESS_KEY", settings.aws_secret_access_key),
-                       ("AWS_SESSION_TOKEN", settings.aws_session_token)):
-        if value:
-            options[key] = value
+    for name, value in settings.aws_credentials().items():
+        options[f"AWS_{name.upper()}"] = value
     return options
 
 

@@ -38,11 +38,10 @@ def iceberg_catalog(settings: "Settings"):
                           "(pyiceberg) needs the SQLAlchemy form of the catalog database, which Lakeline only has "
                           "for the embedded sqlite:/// catalog. Read this table through Spark instead.")
     properties = {"s3.region": settings.aws_region}
-    for key, value in (("s3.endpoint", settings.s3_endpoint), ("s3.access-key-id", settings.aws_access_key_id),
-                       ("s3.secret-access-key", settings.aws_secret_access_key),
-                       ("s3.session-token", settings.aws_session_token)):
-        if value:
-            properties[key] = value
+    if settings.s3_endpoint:
+        properties["s3.endpoint"] = settings.s3_endpoint
+    for name, value in settings.aws_credentials().items():
+        properties["s3." + name.replace("_", "-")] = value
     return SqlCatalog(settings.iceberg_catalog_name, uri=uri, **properties)
 
 

@@ -61,8 +61,9 @@ def run(args) -> ExitCode:
         out.result(backups, "\n".join(backups))
         return ExitCode.OK
     if args.action == "backup":
-        manifest = checkpoints.backup(fs, location, root, config.pipeline, table_record(),
-                                      config.checkpoint.keep_backups, echo=_stderr)
+        with out.progress(f"backing up {config.pipeline}'s checkpoint") as advance:
+            manifest = checkpoints.backup(fs, location, root, config.pipeline, table_record(),
+                                          config.checkpoint.keep_backups, on_progress=advance)
         out.result({"backup_id": manifest.backup_id, "location": f"{root}/{manifest.backup_id}",
                     "last_committed_batch": manifest.last_committed_batch, "files": len(manifest.files),
                     "bytes": manifest.bytes, "kept": checkpoints.list_backups(fs, root)},
@@ -78,14 +79,12 @@ def run(args) -> ExitCode:
         return ExitCode.OK if report.ok else ExitCode.CHECKPOINT_DAMAGED
     if args.action == "repair":
         return _repair(args, out, fs, location, table_record())
-    checkpoints.restore(fs, root, args.backup, location, HEARTBEAT_STALE_SECONDS, force=args.force)
+    manifest = checkpoints.restore(fs, root, args.backup, location, HEARTBEAT_STALE_SECONDS, force=args.force)
+    out.result({"restored": manifest.backup_id, "checkpoint": location,
+                "last_committed_batch": manifest.last_committed_batch, "files": len(manifest.files)},
+               f"restored backup {manifest.backup_id} (batch {manifest.last_committed_batch}, "
+               f"{len(manifest.files)} files) to {location}")
     return ExitCode.OK
-
-
-def _stderr(message: str) -> None:
-    import sys
-
-    print(message, file=sys.stderr)
 
 
 def _repair(args, out, fs, location: str, table) -> ExitCode:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from ingest.errors import ConfigError, ExitCode
 from lakeline.commands import load, pipeline_arg
 from lakeline.output import output_arg, output_of
@@ -39,12 +37,13 @@ def register(sub) -> None:
 
 def run(args) -> ExitCode:
     from ingest.spark import build_spark
-    from maintenance.drill import SCENARIOS, Drill, format_report
+    from lakeline import render
+    from maintenance.drill import SCENARIOS, Drill
 
     config, settings = load(args)
     out = output_of(args)
     drill = Drill(config, settings, build_spark(settings, "lakeline-drill"), events=args.events,
-                  batch_size=args.batch_size, run_id=args.run_id, echo=lambda msg: print(msg, file=sys.stderr))
+                  batch_size=args.batch_size, run_id=args.run_id)
     if args.cleanup:
         if not args.run_id:
             raise ConfigError("drill --cleanup needs --run-id (the run whose copies to remove)")
@@ -53,5 +52,5 @@ def run(args) -> ExitCode:
                    f"drill {drill.run_id}: removed {', '.join(removed) or 'nothing (no copies left)'}")
         return ExitCode.OK
     report = drill.run(list(SCENARIOS) if args.scenario == "all" else [args.scenario], keep=args.keep)
-    out.result(report.to_json(), lambda: format_report(report))
+    out.result(report.to_json(), lambda: render.drill(report))
     return ExitCode.OK if report.passed else ExitCode.DRILL_FAILED

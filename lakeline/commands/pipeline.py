@@ -137,13 +137,13 @@ def _standby(pipeline, lock, events) -> bool:
 
 
 def reconcile(args) -> ExitCode:
-    from ingest.reconcile import format_report
     from ingest.reconcile import reconcile as audit
+    from lakeline import render
     from ingest.spark import build_spark
 
     config, settings = load(args)
     report = audit(config, settings, build_spark(settings, "lakeline-reconcile"))
-    output_of(args).result(report.to_json(), lambda: format_report(report))
+    output_of(args).result(report.to_json(), lambda: render.reconcile(report))
     return ExitCode.OK if report.exact else ExitCode.NOT_EXACT
 
 

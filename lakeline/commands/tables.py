@@ -102,7 +102,8 @@ def _open(args):
 
 
 def run_health(args) -> ExitCode:
-    from maintenance.health import collect_health, format_health, health_json, plot_sizes
+    from lakeline import render
+    from maintenance.health import collect_health, health_json, plot_sizes
 
     table, settings, spark, now, _ = _open(args)
     out = output_of(args)
@@ -117,7 +118,7 @@ def run_health(args) -> ExitCode:
             runs[1] = ("after", health.file_sizes)
         plot_sizes(args.plot, runs, health.target_file_size)
         out.note(f"plot written to {args.plot}")
-    out.result(data, lambda: format_health(health))
+    out.result(data, lambda: render.health(health))
     return ExitCode.OK
 
 
@@ -126,8 +127,9 @@ def run_compact(args) -> ExitCode:
 
     table, settings, spark, now, interval = _open(args)
     out = output_of(args)
-    result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
-                     include_hot=args.include_hot, interval=interval, echo=out.echo)
+    with out.progress(f"compacting {table.name}") as advance:
+        result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
+                         include_hot=args.include_hot, interval=interval, on_progress=advance)
     out.result(result.to_json(), result.summary)
     return ExitCode.OK
 

@@ -1,5 +1,5 @@
-"""Integration fixtures: one real local stack (KRaft broker + moto) per test session on free ports, in a tmp
-state dir, and one SparkSession pointed at it. A component that cannot start fails the run with the reason."""
+"""Integration fixtures (the stack, its settings and the SparkSession are session fixtures in tests/conftest.py):
+a conf dir per test, and no driver subprocess left running after a test."""
 
 from __future__ import annotations
 
@@ -9,42 +9,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from infra import stack as local_stack
-from infra.procs import ComponentError
-
-
-@pytest.fixture(scope="session")
-def stack_env(tmp_path_factory):
-    """The stack's endpoints in this process's environment for the session, every variable restored after it."""
-    state = tmp_path_factory.mktemp("lakeline-state")
-    with pytest.MonkeyPatch.context() as env_patch:
-        env_patch.setenv("LAKELINE_STATE_DIR", str(state))
-        try:
-            info = local_stack.up(state, echo=lambda msg: print(f"[stack] {msg}"))
-        except ComponentError as exc:
-            pytest.fail(f"local stack could not start: {exc}", pytrace=False)
-        env = info.env()
-        for key, value in env.items():
-            env_patch.setenv(key, value)
-        yield {"state": state, "info": info, "env": env}
-        local_stack.down(state, echo=lambda msg: None)
-
-
-@pytest.fixture(scope="session")
-def settings(stack_env):
-    from ingest.settings import load_settings
-
-    return load_settings()
-
-
-@pytest.fixture(scope="session")
-def spark(settings):
-    from ingest.spark import build_spark
-
-    session = build_spark(settings, "lakeline-tests", extra={"spark.driver.memory": "3g"})
-    yield session
-    session.stop()
 
 
 @pytest.fixture

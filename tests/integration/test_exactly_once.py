@@ -4,7 +4,6 @@ stale checkpoint restore, schema drift while the stream runs, and kill -9 at ran
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from ingest.events import (BatchCommitted, BatchReplayed, RunFinished, RunStarte
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import events_of, pipeline_dict, write_pipeline
+from tests.helpers import events_of, kill_loop, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
@@ -193,44 +192,9 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
     data["source"]["max_offsets_per_trigger"] = 3000
     path = write_pipeline(conf_dir, data)
     config = load_pipeline(path)
-    stop = threading.Event()
-    produced = {"count": 0, "bad": 0}
-
-    def keep_producing():
-        seed = 100
-        while not stop.is_set():
-            result = produce(config, settings, 1000, rate=500, bad_ratio=0.01, seed=seed, echo=lambda m: None)
-            produced["count"] += result.count
-            produced["bad"] += result.bad_total
-            seed += 1
-
-    producer = threading.Thread(target=keep_producing, daemon=True)
-    producer.start()
-    rng = random.Random(int(os.environ.get("LAKELINE_TEST_SEED", "9")))
-    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
-           "--trigger", "processing-time=500ms"]
-    kills = []
-    try:
-        for attempt in range(5):
-            log = open(tmp_path / f"run{attempt}.log", "w")
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-            delay = rng.uniform(12, 40)
-            time.sleep(delay)
-            assert proc.poll() is None, (tmp_path / f"run{attempt}.log").read_text()[-3000:]
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(30)
-            kills.append(round(delay, 1))
-            log.close()
-    finally:
-        stop.set()
-        producer.join(60)
-    print(f"killed after {kills} seconds")
-    final = subprocess.run([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
-                            "--trigger", "available-now"], capture_output=True, text=True, env=os.environ.copy(),
-                           timeout=900)
-    assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
+    produced = kill_loop(config, settings, path, tmp_path, kills=5).produced
     report = reconcile(config, settings, spark)
-    _assert_exact(report, produced["count"], produced["bad"])
+    _assert_exact(report, produced.count, produced.bad)
     assert report.commits >= 3
 
 

@@ -5,7 +5,6 @@ two commits and between the table commit and Spark's commit log, and kill -9 at 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from ingest.events import BatchCommitted, BatchReplayed, Events, HumanLines, Rec
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import pipeline_dict, write_pipeline
+from tests.helpers import kill_loop, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
@@ -124,43 +123,9 @@ def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, s
     """kill -9 the driver at 3 random moments while a producer keeps writing; restart each time; exact."""
     path, config = _kinesis_pipeline(conf_dir, fmt, max_records=3000)
     produce(config, settings, 0, partitions=3)  # create the stream with 3 shards
-    stop = threading.Event()
-    produced = {"count": 0, "bad": 0}
-
-    def keep_producing():
-        seed = 100
-        while not stop.is_set():
-            result = produce(config, settings, 1000, rate=500, bad_ratio=0.01, seed=seed, echo=lambda m: None)
-            produced["count"] += result.count
-            produced["bad"] += result.bad_total
-            seed += 1
-
-    producer = threading.Thread(target=keep_producing, daemon=True)
-    producer.start()
-    rng = random.Random(int(os.environ.get("LAKELINE_TEST_SEED", "9")))
-    cmd = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
-           "--trigger", "processing-time=500ms"]
-    kills = []
-    try:
-        for attempt in range(3):
-            with open(tmp_path / f"run{attempt}.log", "w") as log:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-                delay = rng.uniform(12, 40)
-                time.sleep(delay)
-                assert proc.poll() is None, (tmp_path / f"run{attempt}.log").read_text()[-3000:]
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(30)
-                kills.append(round(delay, 1))
-    finally:
-        stop.set()
-        producer.join(60)
-    print(f"killed after {kills} seconds")
-    final = subprocess.run([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path),
-                            "--trigger", "available-now"], capture_output=True, text=True, env=os.environ.copy(),
-                           timeout=900)
-    assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
+    produced = kill_loop(config, settings, path, tmp_path, kills=3).produced
     report = reconcile(config, settings, request.getfixturevalue("spark"))
-    _assert_exact(report, produced["count"], produced["bad"])
+    _assert_exact(report, produced.count, produced.bad)
     assert report.commits >= 3
 
 

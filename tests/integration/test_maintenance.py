@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -28,7 +27,7 @@ from maintenance.health import collect_health, plot_sizes, table_ref
 from ingest.errors import RetentionRefused
 from maintenance.policy import load_table
 from maintenance.retention import retain
-from tests.helpers import pipeline_dict, write_pipeline
+from tests.helpers import Produced, pipeline_dict, producing, write_pipeline
 
 pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
@@ -154,30 +153,17 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
     partitions it is writing (include_hot) and runs retention, three rounds. Exactly once, fewer files."""
     config, table, _ = _setup(conf_dir, fmt, max_offsets=400)
     pipeline_path = conf_dir / f"{config.pipeline}.yaml"
-    produced = {"count": 0, "bad": 0}
     first = produce(config, settings, 2000, bad_ratio=0.01, seed=31)
-    produced["count"], produced["bad"] = first.count, first.bad_total
+    produced = Produced(first.count, first.bad_total)
     log = open(tmp_path / "stream.log", "w")
     stream = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(pipeline_path),
                                "--trigger", "processing-time=500ms"], stdout=log, stderr=subprocess.STDOUT,
                               env={**os.environ, "LAKELINE_SPARK_MASTER": "local[1]"})
-    stop = threading.Event()
-
-    def keep_producing():
-        seed = 40
-        while not stop.is_set():
-            # below what a local[1] stream drains with compaction beside it (~80 records/s), so it catches up
-            result = produce(config, settings, 100, rate=40, bad_ratio=0.01, seed=seed, echo=lambda m: None)
-            produced["count"] += result.count
-            produced["bad"] += result.bad_total
-            seed += 1
-
-    producer = threading.Thread(target=keep_producing, daemon=True)
     rounds = []
-    try:
-        _wait_for(lambda: _has_table(spark, table, settings) and collect_health(spark, table, settings).files >= 6,
-                  "the stream to write its first files", stream, tmp_path)
-        producer.start()
+    _wait_for(lambda: _has_table(spark, table, settings) and collect_health(spark, table, settings).files >= 6,
+              "the stream to write its first files", stream, tmp_path)
+    # below what a local[1] stream drains with compaction beside it (~80 records/s), so it catches up
+    with producing(config, settings, chunk=100, rate=40, seed=40, produced=produced):
         for _ in range(3):
             time.sleep(4)
             before = collect_health(spark, table, settings)
@@ -186,10 +172,7 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
             retain(spark, table, settings, datetime.now(UTC), dry_run=False,
                    retain_override=timedelta(hours=168) if fmt == "delta" else None)
             assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
-    finally:
-        stop.set()
-        producer.join(60)
-    _wait_for_catch_up(lambda: _landed(spark, config, settings), produced["count"], stream, tmp_path)
+    _wait_for_catch_up(lambda: _landed(spark, config, settings), produced.count, stream, tmp_path)
     stream.send_signal(signal.SIGTERM)
     assert stream.wait(120) == 0, (tmp_path / "stream.log").read_text()[-3000:]
     log.close()
@@ -200,7 +183,7 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
     report = reconcile(config, settings, spark)
     assert report.duplicates == 0, report.duplicate_sample
     assert report.missing == 0, report.missing_sample
-    assert report.produced == produced["count"] and report.dead_letters == produced["bad"]
+    assert report.produced == produced.count and report.dead_letters == produced.bad
     assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
 
     # With the stream stopped: one more compaction gives identical answers, in Spark SQL and in DuckDB. A fresh
@@ -234,24 +217,50 @@ def test_retention_guards_and_orphans_of_a_killed_writer(fmt, conf_dir, settings
         # The table's own floor (Delta default: 1 week) is respected too, and says what to change.
         with pytest.raises(RetentionRefused, match=r"delta.deletedFileRetentionDuration \(168h\)"):
             retain(spark, table, settings, now)
-    compact(spark, table, settings, now + timedelta(hours=2))  # leaves replaced files behind
+    compacted = compact(spark, table, settings, now + timedelta(hours=2))  # leaves replaced files behind
+    replaced = sum(p.files_before for p in compacted.partitions if p.status == "compacted")
+    assert replaced >= 3, compacted
     answer = _answer(spark, table, settings)
 
     # A writer killed mid-batch leaves a data file no commit references: an orphan.
     orphan = _plant_orphan(spark, table, settings)
+    name = orphan.rsplit("/", 1)[1]
     if fmt == "delta":
-        dry = retain(spark, table, settings, now, retain_override=timedelta(hours=168))
-        assert dry.dry_run and not any(orphan.rsplit("/", 1)[1] in f for f in dry.files_deleted)
-        assert _exists(spark, orphan)
+        # VACUUM reads the wall clock, not `now`: give this table a 2 s floor (a dev/test table's
+        # allow_short_windows, and Delta's own property) and let 3 s pass.
+        location = collect_health(spark, table, settings).location
+        spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES "
+                  "('delta.deletedFileRetentionDuration' = 'interval 2 seconds')")
+        time.sleep(3)  # the files must be older than the 2 s window by the wall clock VACUUM reads
+        # A longer window than the table's is honoured (Delta 4 would apply the table's 2 s instead).
+        kept = retain(spark, table, settings, now, retain_override=timedelta(hours=168))
+        assert kept.files_deleted == [] and _exists(spark, orphan)
+        short = table.policy.model_copy(update={"retention": table.policy.retention.model_copy(update={
+            "retain": "2s", "min_retain": "1s", "orphan_older_than": "2s", "min_orphan_age": "1s",
+            "allow_short_windows": True})})
+        short_table = type(table)(table.path, short, table.pipeline)
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")  # Delta's own 1 h floor
+        try:
+            dry = retain(spark, short_table, settings, datetime.now(UTC))
+            assert any(f.endswith(name) for f in dry.files_deleted) and _exists(spark, orphan)
+            assert len(dry.files_deleted) >= replaced + 1, dry.files_deleted  # compaction's replaced files too
+            done = retain(spark, short_table, settings, datetime.now(UTC), dry_run=False)
+        finally:
+            spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+        assert any(f.endswith(name) for f in done.files_deleted) and not _exists(spark, orphan)
+        assert _answer(spark, table, settings) == answer
+        produce(config, settings, 200, seed=52)
+        assert _run(config, settings, spark).plan.action == "resume"
+        assert reconcile(config, settings, spark).exact
         return
     young = retain(spark, table, settings, now, dry_run=False)
     assert young.orphan_files == [] and _exists(spark, orphan)  # younger than the interval: kept
     later = now + timedelta(hours=25)  # past orphan_older_than (24h) for the orphan, as the DAG would see it
     dry = retain(spark, table, settings, later)
-    assert any(f.endswith(orphan.rsplit("/", 1)[1]) for f in dry.orphan_files) and _exists(spark, orphan)
+    assert any(f.endswith(name) for f in dry.orphan_files) and _exists(spark, orphan)
     assert dry.snapshots_expired >= 1
     done = retain(spark, table, settings, later, dry_run=False)
-    assert any(f.endswith(orphan.rsplit("/", 1)[1]) for f in done.orphan_files) and not _exists(spark, orphan)
+    assert any(f.endswith(name) for f in done.orphan_files) and not _exists(spark, orphan)
     assert any("commit record" in n for n in done.notes)  # the newest pipeline snapshot was kept
     assert _answer(spark, table, settings) == answer
     produce(config, settings, 200, seed=52)

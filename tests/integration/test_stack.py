@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_dev_up_is_idempotent_and_status_reports_running(stack_env):
-    again = local_stack.up(stack_env["state"], echo=lambda m: None)
+    again = local_stack.up(stack_env["state"])
     assert again.kafka_pid == stack_env["info"].kafka_pid
     status = local_stack.status(stack_env["state"])
     assert status["running"] is True

@@ -42,8 +42,10 @@ def record(end: int) -> CommitRecord:
 
 def test_backup_holds_exactly_the_committed_batches(checkpoint):
     fs, root, backups = checkpoint
-    manifest = backup(fs, root, backups, "p", record(300), keep=3, echo=lambda m: None)
+    ticks: list[tuple[int, int]] = []
+    manifest = backup(fs, root, backups, "p", record(300), keep=3, on_progress=lambda *tick: ticks.append(tick))
     paths = {f["path"] for f in manifest.files}
+    assert ticks == [(n, len(manifest.files)) for n in range(1, len(manifest.files) + 1)]
     assert manifest.backup_id.startswith("000000000002-") and manifest.last_committed_batch == 2
     assert {"offsets/0", "offsets/2", "commits/2", "metadata", "sources/0/0", "_lakeline/lineage"} <= paths
     assert "offsets/3" not in paths and "offsets/.4.abc.tmp" not in paths and HEARTBEAT_FILE not in paths
@@ -55,7 +57,7 @@ def test_backups_are_pruned_to_keep(checkpoint):
     fs, root, backups = checkpoint
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for minute in range(4):
-        backup(fs, root, backups, "p", None, keep=2, echo=lambda m: None, now=start + timedelta(minutes=minute))
+        backup(fs, root, backups, "p", None, keep=2, now=start + timedelta(minutes=minute))
     kept = list_backups(fs, backups)
     assert len(kept) == 2 and kept[-1].endswith("T000300Z")
 
@@ -70,7 +72,7 @@ def test_a_backup_without_manifest_is_not_listed(checkpoint):
 
 def test_verify_passes_and_says_the_backup_agrees_with_the_table(checkpoint):
     fs, root, backups = checkpoint
-    backup(fs, root, backups, "p", None, keep=3, echo=lambda m: None)
+    backup(fs, root, backups, "p", None, keep=3)
     report = verify(fs, backups, None, record(300))
     assert report.ok and report.problems == [] and "resume" in report.consistency
     behind = verify(fs, backups, None, record(900))
@@ -79,7 +81,7 @@ def test_verify_passes_and_says_the_backup_agrees_with_the_table(checkpoint):
 
 def test_verify_names_corrupt_and_missing_files(checkpoint):
     fs, root, backups = checkpoint
-    manifest = backup(fs, root, backups, "p", None, keep=3, echo=lambda m: None)
+    manifest = backup(fs, root, backups, "p", None, keep=3)
     base = f"{backups}/{manifest.backup_id}"
     fs.write_text(f"{base}/offsets/1", "garbage")
     fs.delete(f"{base}/commits/2")
@@ -98,11 +100,11 @@ def test_backup_before_any_commit_is_refused(tmp_path):
 
 def test_restore_refuses_while_running_then_restores_and_keeps_the_old_checkpoint(checkpoint, tmp_path):
     fs, root, backups = checkpoint
-    manifest = backup(fs, root, backups, "p", None, keep=3, echo=lambda m: None)
+    manifest = backup(fs, root, backups, "p", None, keep=3)
     fs.write_text(f"{root}/offsets/4", _offsets(500))
     with pytest.raises(PipelineRunning, match="looks alive"):
-        restore(fs, backups, None, root, stale_after=60, echo=lambda m: None)
-    restore(fs, backups, manifest.backup_id, root, stale_after=60, force=True, echo=lambda m: None)
+        restore(fs, backups, None, root, stale_after=60)
+    restore(fs, backups, manifest.backup_id, root, stale_after=60, force=True)
     assert fs.list_names(f"{root}/offsets") == ["0", "1", "2"]
     assert fs.read_text(f"{root}/_lakeline/lineage") == "L1\n"
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("ckpt.replaced-")]
@@ -111,17 +113,17 @@ def test_restore_refuses_while_running_then_restores_and_keeps_the_old_checkpoin
 
 def test_restore_is_allowed_once_the_heartbeat_is_stale(checkpoint):
     fs, root, backups = checkpoint
-    backup(fs, root, backups, "p", None, keep=3, echo=lambda m: None)
+    backup(fs, root, backups, "p", None, keep=3)
     old = datetime.now(UTC) - timedelta(minutes=10)
     fs.write_text(f"{root}/{HEARTBEAT_FILE}", json.dumps({"at": old.isoformat()}))
-    restore(fs, backups, None, root, stale_after=60, echo=lambda m: None)
+    restore(fs, backups, None, root, stale_after=60)
     assert fs.exists(f"{root}/commits/2")
 
 
 def test_restore_refuses_a_corrupt_backup(checkpoint):
     fs, root, backups = checkpoint
-    manifest = backup(fs, root, backups, "p", None, keep=3, echo=lambda m: None)
+    manifest = backup(fs, root, backups, "p", None, keep=3)
     fs.write_text(f"{backups}/{manifest.backup_id}/metadata", "tampered")
     with pytest.raises(BackupError, match="failed verification"):
-        restore(fs, backups, None, root, stale_after=0, force=True, echo=lambda m: None)
+        restore(fs, backups, None, root, stale_after=0, force=True)
     assert fs.exists(f"{root}/offsets/3"), "the live checkpoint must be untouched when the backup is bad"

@@ -38,3 +38,49 @@ def test_the_batch_line_is_rendered_from_the_event():
                                  "commit 0.10)")
     replayed = BatchReplayed(pipeline="p", batch_id=2, input_rows=7, seconds=0.01, lag=None)
     assert human_line(replayed) == "[p] batch 2: replayed, already in table input=7 took=0.01s lag=?"
+
+
+def _rendered(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_reconcile_and_drill_results_render_as_tables_that_name_what_went_wrong():
+    from ingest.reconcile import ReconcileReport
+    from lakeline import render
+    from maintenance.drill import DrillReport, ScenarioReport
+
+    report = ReconcileReport("orders", produced=1000, rows=989, dead_letters=10, duplicates=0, missing=1,
+                             out_of_range=0, dead_letters_by_reason={"malformed_json": 10},
+                             missing_sample=[{"partition": 0, "offset": 17}])
+    text = _rendered(render.reconcile(report))
+    assert text.startswith("reconcile orders: NOT EXACT")
+    assert "produced" in text and "1,000" in text and "'offset': 17" in text
+    drill = DrillReport("orders", "r1", "2026-11-24T00:00:00+00:00", [
+        ScenarioReport("kill", "delta", produced=3000, rows=2970, dead_letters=30, passed=True, start_plan="resume: x"),
+        ScenarioReport("stale-restore", "delta", produced=3000, missing=2, problems=["2 events missing"])])
+    lines = _rendered(render.drill(drill)).splitlines()
+    kill = next(line for line in lines if line.startswith("kill"))
+    assert kill.split()[-2:] == ["resume", "PASSED"] and "2970" in kill.split()
+    assert "  ! stale-restore: 2 events missing" in lines and lines[-1] == "drill FAILED"
+
+
+def test_a_command_logs_to_stderr_and_keeps_stdout_for_its_result(tmp_path, capsys):
+    import logging
+
+    from lakeline import logs
+
+    handler = logs.configure()
+    try:
+        logging.getLogger("maintenance.compaction").info("  1/2 date=2026-11-20: compacted")
+        logging.getLogger("py4j.clientserver").info("noise below WARNING")
+        logging.getLogger("ingest.produce").warning("slow broker")
+    finally:
+        logging.getLogger().removeHandler(handler)  # it writes to this test's captured stderr
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "  1/2 date=2026-11-20: compacted" in captured.err and "noise" not in captured.err
+    assert "warning: slow broker" in captured.err

@@ -90,18 +90,39 @@ def test_trigger_parsing():
     assert parse_trigger("processing-time=2m") == ("processing-time", 120)
 
 
-def test_settings_env_overlays_env_file(tmp_path):
+def test_settings_env_overlays_env_file(tmp_path, monkeypatch):
     env_file = tmp_path / "x.env"
     env_file.write_text("# local\nLAKELINE_S3_ENDPOINT=http://file:1\nexport LAKELINE_WAREHOUSE=s3a://b/w/\n"
-                        "AWS_SECRET_ACCESS_KEY=from-file\n")
-    settings = load_settings({"LAKELINE_ENV_FILE": str(env_file), "LAKELINE_S3_ENDPOINT": "http://env:2",
-                              "LAKELINE_KAFKA_OPT_SASL_MECHANISM": "PLAIN",
-                              "LAKELINE_KAFKA_OPT_SASL_PASSWORD": "hunter2"})
+                        "AWS_SECRET_ACCESS_KEY=from-file\nAWS_ACCESS_KEY_ID=key-id\nLAKELINE_SPARK_MASTER=local[3]\n")
+    for name, value in {"LAKELINE_ENV_FILE": str(env_file), "LAKELINE_S3_ENDPOINT": "http://env:2",
+                        "LAKELINE_KAFKA_OPT_SASL_MECHANISM": "PLAIN",
+                        "LAKELINE_KAFKA_OPT_SASL_PASSWORD": "hunter2"}.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
     assert settings.s3_endpoint == "http://env:2"
-    assert settings.warehouse == "s3a://b/w"
-    assert settings.kafka_options == {"sasl.mechanism": "PLAIN", "sasl.password": "hunter2"}
-    shown = str(settings.describe())
-    assert "hunter2" not in shown and "from-file" not in shown
+    assert settings.warehouse == "s3a://b/w" and settings.spark_master == "local[3]"
+    assert settings.kafka_client_properties() == {"sasl.mechanism": "PLAIN", "sasl.password": "hunter2"}
+    assert settings.aws_credentials() == {"access_key_id": "key-id", "secret_access_key": "from-file"}
+    for shown in (str(settings.describe()), repr(settings), str(settings)):
+        assert "hunter2" not in shown and "from-file" not in shown
+    assert settings.describe()["kafka_options"] == {"sasl.mechanism": "PLAIN", "sasl.password": "**********"}
+
+
+@pytest.mark.parametrize("name,value,words", [("LAKELINE_S3_PATH_STYLE", "maybe", "LAKELINE_S3_PATH_STYLE='maybe'"),
+                                              ("LAKELINE_SPARK_CONF", "[1]", "LAKELINE_SPARK_CONF must be")])
+def test_a_bad_environment_value_names_the_variable(monkeypatch, name, value, words):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert words in str(raised.value)
+
+
+def test_a_bad_env_file_line_stops_the_load(tmp_path, monkeypatch):
+    env_file = tmp_path / "x.env"
+    env_file.write_text("LAKELINE_WAREHOUSE=s3a://b/w\nnot a pair\n")
+    monkeypatch.setenv("LAKELINE_ENV_FILE", str(env_file))
+    with pytest.raises(ConfigError, match=r"x.env:2: expected KEY=VALUE"):
+        load_settings()
 
 
 def test_env_file_bad_line_is_named(tmp_path):
@@ -113,8 +134,7 @@ def test_env_file_bad_line_is_named(tmp_path):
 
 def test_missing_warehouse_names_the_variable(tmp_path):
     config = load_pipeline(write_pipeline(tmp_path, pipeline_dict("delta", name="p")))
-    (tmp_path / "empty.env").write_text("")
-    settings = load_settings({"LAKELINE_ENV_FILE": str(tmp_path / "empty.env")})
+    settings = load_settings()
     with pytest.raises(ConfigError, match="LAKELINE_WAREHOUSE is not set"):
         config.delta_location(settings)
 

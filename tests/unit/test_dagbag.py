@@ -135,13 +135,14 @@ def test_drill_run_id_is_stable_and_valid():
     assert first != drill_run_id("manual__2026-11-22T00:00:00+00:00")
 
 
-def test_run_lakeline_parses_json_and_streams_the_error_of_a_failing_command(tmp_path):
+def test_run_lakeline_parses_json_and_logs_the_error_of_a_failing_command(tmp_path, caplog):
     from ingest.errors import TaskFailed
     from maintenance.tasks import run_lakeline
 
     result = run_lakeline(["check-config", "--pipeline", str(REPO / "conf/pipelines/orders_delta.yaml")])
     assert result.code == 0 and result.output["pipeline"]["pipeline"] == "orders_delta"
-    lines: list[str] = []
+    caplog.set_level("INFO", logger="maintenance.tasks")
     with pytest.raises(TaskFailed, match="exited 2") as failed:
-        run_lakeline(["check-config", "--pipeline", str(tmp_path / "missing.yaml")], echo=lines.append)
-    assert any("missing.yaml" in line for line in lines) and "missing.yaml" in str(failed.value)
+        run_lakeline(["check-config", "--pipeline", str(tmp_path / "missing.yaml")])
+    logged = [r.getMessage() for r in caplog.records if r.name == "maintenance.tasks"]
+    assert any("missing.yaml" in line for line in logged) and "missing.yaml" in str(failed.value)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from ingest.adapters.kinesis import KinesisClient, backoff_delays
+from ingest.adapters.kinesis import KinesisClient
 from ingest.errors import KinesisError
 from ingest.sources import kinesis_offsets as ko
 from ingest.sources.kinesis_offsets import ShardInfo
@@ -112,8 +114,19 @@ def test_throttling_is_retried_with_jittered_backoff():
     client = KinesisClient({}, attempts=4, sleep=slept.append, client=fake)
     assert [s.shard_id for s in client.list_shards("orders")] == ["s0"]
     assert fake.calls == 3 and len(slept) == 2
-    delays = backoff_delays(5, base=0.1, cap=1.0, rand=lambda: 1.0)
-    assert delays == [0.1, 0.2, 0.4, 0.8, 1.0]
+    # full jitter: the n-th wait is drawn from [0, 0.1 * 2**(n-1)]
+    assert 0 <= slept[0] <= 0.1 and 0 <= slept[1] <= 0.2
+
+
+def test_jittered_backoff_doubles_and_stops_at_the_cap():
+    random.seed(20261124)  # the jitter draws from `random`: fixed, so the spread assertion is deterministic
+    slept = []
+    fake = _FakeClient([_Err("ThrottlingException")] * 8)
+    client = KinesisClient({}, attempts=8, sleep=slept.append, client=fake)
+    client.list_shards("orders")
+    bounds = [min(5.0, 0.1 * 2 ** n) for n in range(8)]
+    assert len(slept) == 8 and all(0 <= wait <= bound for wait, bound in zip(slept, bounds, strict=True))
+    assert max(slept[5:]) > 0.4  # drawn below 3.2 and 5.0 s: not all stuck at the first wait's bound
 
 
 @pytest.mark.parametrize("code,words", [("ResourceNotFoundException", "not found"),

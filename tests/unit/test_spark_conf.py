@@ -23,6 +23,8 @@ def test_local_endpoint_uses_path_style_s3a_and_shared_catalog(jars):
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
     assert conf["spark.sql.catalog.lakeline.uri"] == "jdbc:sqlite:/tmp/c.db"
     assert conf["spark.sql.catalog.lakeline.jdbc.schema-version"] == "V1"
+    # VACUUM honours the window `lakeline retain` asks for (Delta 4 ignores it by default)
+    assert conf["spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"] == "false"
     assert "spark.jars.packages" not in conf
     # local[N]: the jars go on the one JVM's classpath (spark.jars would copy ~700 MB to a temp folder per start)
     assert conf["spark.driver.extraClassPath"].count(".jar") == 3
@@ -80,37 +82,37 @@ def test_split_s3_uri():
         split_s3_uri("/local/path")
 
 
-def test_operator_spark_conf_overrides_the_defaults(jars, tmp_path):
+def test_operator_spark_conf_overrides_the_defaults(jars, monkeypatch):
     from ingest.settings import load_settings
 
-    (tmp_path / "empty.env").write_text("")
-    settings = load_settings({"LAKELINE_SPARK_CONF": '{"spark.sql.shuffle.partitions": 8, '
-                                                     '"spark.sql.adaptive.enabled": false}',
-                              "LAKELINE_SPARK_JARS_DIR": str(jars), "LAKELINE_ENV_FILE": str(tmp_path / "empty.env")})
+    monkeypatch.setenv("LAKELINE_SPARK_CONF",
+                       '{"spark.sql.shuffle.partitions": 8, "spark.sql.adaptive.enabled": false}')
+    monkeypatch.setenv("LAKELINE_SPARK_JARS_DIR", str(jars))
+    settings = load_settings()
     conf = spark_conf(settings, "t")
     assert conf["spark.sql.shuffle.partitions"] == "8"
     assert conf["spark.sql.adaptive.enabled"] == "false"
 
 
-def test_pipeline_session_caches_uncompressed_unless_the_operator_says_otherwise(jars, tmp_path):
+def test_pipeline_session_caches_uncompressed_unless_the_operator_says_otherwise(jars, monkeypatch):
     from ingest.pipeline import PIPELINE_SPARK_DEFAULTS as pipeline
     from ingest.settings import load_settings
 
-    (tmp_path / "empty.env").write_text("")
-    base = {"LAKELINE_SPARK_JARS_DIR": str(jars), "LAKELINE_ENV_FILE": str(tmp_path / "empty.env")}
+    monkeypatch.setenv("LAKELINE_SPARK_JARS_DIR", str(jars))
     key = "spark.sql.inMemoryColumnarStorage.compressed"
-    settings = load_settings(base)
+    settings = load_settings()
     assert key not in spark_conf(settings, "t")  # other commands (reconcile) keep Spark's default
     assert spark_conf(settings, "t", defaults=pipeline)[key] == "false"
-    operator = load_settings({**base, "LAKELINE_SPARK_CONF": '{"%s": true}' % key})
+    monkeypatch.setenv("LAKELINE_SPARK_CONF", '{"%s": true}' % key)
+    operator = load_settings()
     assert spark_conf(operator, "t", defaults=pipeline)[key] == "true"
 
 
 @pytest.mark.parametrize("value,names", [("{not json", "not valid JSON"), ('["spark.x"]', "JSON object"),
                                          ('{"sql.shuffle.partitions": "8"}', 'start with "spark."')])
-def test_bad_operator_spark_conf_names_the_variable(value, names, tmp_path):
+def test_bad_operator_spark_conf_names_the_variable(value, names, monkeypatch):
     from ingest.settings import load_settings
 
-    (tmp_path / "empty.env").write_text("")
+    monkeypatch.setenv("LAKELINE_SPARK_CONF", value)
     with pytest.raises(ConfigError, match=f"LAKELINE_SPARK_CONF.*{names}"):
-        load_settings({"LAKELINE_SPARK_CONF": value, "LAKELINE_ENV_FILE": str(tmp_path / "empty.env")})
+        load_settings()

@@ -1,11 +1,10 @@
-"""The pure decode/shape functions on small in-memory frames (local Spark with the resolved jars, for Lakeline's
-clean-record decoder; no broker, S3 or tables)."""
+"""The pure decode/shape functions on small in-memory frames (the session's one SparkSession, tests/conftest.py:
+Spark-only with the resolved jars when no integration test runs, for Lakeline's clean-record decoder; no broker,
+S3 or tables)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -14,26 +13,6 @@ from ingest.config import PipelineConfig
 from ingest.transforms import (clean_record_decoder, dead_letter_rows, decode, fixed_timestamp, is_new,
                                not_yet_committed, table_rows, table_schema)
 from tests.helpers import pipeline_dict
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from ingest.settings import load_settings
-    from ingest.spark import spark_jars
-
-    # Every resolved jar, not only Lakeline's (its clean-record decoder): the JVM outlives this session, and
-    # integration tests that run later in the same pytest process get its classpath.
-    classpath = os.pathsep.join(spark_jars(load_settings()))
-    session = (SparkSession.builder.master("local[1]").appName("transforms")
-               .config("spark.driver.extraClassPath", classpath)
-               .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN").config("spark.sql.shuffle.partitions", "1")
-               .getOrCreate())
-    yield session
-    session.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,82 @@
+"""The text renderings of the commands' results, for a person (rich tables). `--output json` prints the same
+results as data instead; nothing parses these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ingest.formats import format_for
+from maintenance.policy import format_size
+
+if TYPE_CHECKING:
+    from ingest.reconcile import ReconcileReport
+    from maintenance.drill import DrillReport
+    from maintenance.policy import TableHealth
+
+
+def _table(*columns: str, right: tuple[str, ...] = ()) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left", no_wrap=True)
+    return table
+
+
+def health(report: "TableHealth") -> Group:
+    """A table's size and small-file picture, one row per partition, newest first."""
+    since = "never" if report.last_compaction_at is None else \
+        f"{(report.measured_at - report.last_compaction_at).total_seconds() / 3600:.1f}h ago"
+    fmt = format_for(report.format)
+    oldest = report.oldest_version_at.isoformat(timespec="seconds") if report.oldest_version_at else "-"
+    lines = Text("\n".join([
+        f"{report.table} ({report.format}) {report.location}",
+        f"  {report.files} files, {format_size(report.bytes)}, {report.small_files} small "
+        f"(< {format_size(report.small_below)}; target {format_size(report.target_file_size)})",
+        f"  {report.versions} {fmt.version_noun} retained (current {report.current_version}), {fmt.metadata_noun} "
+        f"{format_size(report.metadata_bytes)}, oldest {oldest}, last compaction {since}",
+    ]))
+    parts = _table("partition", "files", "bytes", "small", "ratio", "histogram (share of target)",
+                   right=("files", "bytes", "small", "ratio"))
+    for part in sorted(report.partitions, key=lambda p: p.partition, reverse=True):
+        parts.add_row(part.partition or "(unpartitioned)", str(part.files), format_size(part.bytes),
+                      str(part.small_files), f"{part.small_ratio:.2f}",
+                      " ".join(f"{k}:{v}" for k, v in part.size_histogram.items() if v))
+    return Group(lines, parts)
+
+
+def reconcile(report: "ReconcileReport") -> Group:
+    """Produced vs landed, with the commit-range checks and the first problems found."""
+    rows = _table("", "count", "", right=("count",))
+    for name, value, note in (
+            ("produced", report.produced, ""), ("rows", report.rows, ""),
+            ("dead_letters", report.dead_letters, str(report.dead_letters_by_reason)),
+            ("duplicates", report.duplicates, ""), ("missing", report.missing, ""),
+            ("out_of_range", report.out_of_range, "landed offsets no longer in the topic's retained range"),
+            ("commits", report.commits, f"contiguous={report.ranges_contiguous} "
+                                        f"non_overlapping={report.ranges_non_overlapping}")):
+        rows.add_row(name, f"{value:,}", note)
+    notes = [f"  ! {problem}" for problem in report.range_problems]
+    if report.missing_sample:
+        notes.append(f"  first missing: {report.missing_sample[:5]}")
+    if report.duplicate_sample:
+        notes.append(f"  first duplicates: {report.duplicate_sample[:5]}")
+    verdict = "EXACT" if report.exact else "NOT EXACT"
+    return Group(Text(f"reconcile {report.pipeline}: {verdict}"), rows, *[Text(n) for n in notes])
+
+
+def drill(report: "DrillReport") -> Group:
+    """One row per scenario, its problems under it, and the verdict."""
+    rows = _table("scenario", "format", "produced", "rows", "dlq", "dup", "miss", "recovery_s", "replayed", "start",
+                  "result", right=("produced", "rows", "dlq", "dup", "miss", "recovery_s", "replayed"))
+    problems = []
+    for s in report.scenarios:
+        recovery = "-" if s.recovery_seconds is None else f"{s.recovery_seconds:.1f}"
+        rows.add_row(s.scenario, s.format, str(s.produced), str(s.rows), str(s.dead_letters), str(s.duplicates),
+                     str(s.missing), recovery, str(s.batches_replayed), s.start_plan.split(":")[0],
+                     "PASSED" if s.passed else "FAILED")
+        problems += [Text(f"  ! {s.scenario}: {problem}") for problem in s.problems]
+    return Group(Text(f"drill {report.run_id} of pipeline {report.pipeline}"), rows, *problems,
+                 Text(f"drill {'PASSED' if report.passed else 'FAILED'}"))
