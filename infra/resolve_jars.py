@@ -77,7 +77,7 @@ LOGSTORE_JAR = "lakeline-delta-logstore.jar"
 
 def build_logstore(spark_dir: Path, python: str) -> None:
     """Compile Lakeline's JVM classes (infra/logstore, see ARCHITECTURE.md): the multi-driver-safe Delta LogStore
-    and direct-PUT checkpoint file manager for S3, the one-pass decoder of clean JSON records and the fixed-instant
+    and direct-PUT checkpoint file manager for S3, the strict one-pass JSON record decoder and the fixed-instant
     function (the batch time without a literal in generated code) and the SIGTERM hand-over to the Python driver, into
     <spark jars>/lakeline-delta-logstore.jar, against the resolved Spark/Delta/Hadoop jars. Skipped when the
     sources have not changed."""
@@ -110,7 +110,7 @@ def build_logstore(spark_dir: Path, python: str) -> None:
         partial.rename(target)
     stamp.write_text(digest)
     print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore and checkpoint file manager "
-          f"for s3a://, clean-record decoder, fixed-instant function, stop signal)")
+          f"for s3a://, record decoder, fixed-instant function, stop signal)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,10 +14,12 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pyspark.sql.types import DataType, DateType, StructField, TimestampNTZType, TimestampType
+
 from ingest.errors import ConfigError
 from ingest.settings import Settings, is_secret_option
+from ingest.types import JSON_NAME, REQUIRED, TIME_FORMAT, TIME_FORMATS, contains, parse_type, table_type
 
-FieldType = Literal["string", "int", "long", "double", "boolean", "timestamp", "date"]
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+)(ms|s|m))$")
 RESERVED_PREFIX = "_"
@@ -29,15 +31,59 @@ class _Strict(BaseModel):
 
 class SchemaField(_Strict):
     name: str
-    type: FieldType
+    # A Spark SQL DDL type, nested to any depth: string, int, long, double, decimal(12,2), timestamp, json,
+    # struct<id:string NOT NULL,tier:string>, array<struct<sku:string,qty:int>>, map<string,string>, ...
+    # (ingest/types.py; conf/README.md lists them all).
+    type: str
     required: bool = False
+    # The JSON key, when it is not a valid column name (e.g. "@timestamp", "event-id").
+    json_name: str | None = None
+    # How the timestamps in this field are written: ISO 8601 strings (an integer is read as epoch seconds), or
+    # epoch seconds / milliseconds / microseconds as JSON numbers.
+    format: Literal[TIME_FORMATS] = "iso"
 
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ValueError(f"field name {value!r} must start with a letter and use letters, digits and _")
+            raise ValueError(f"field name {value!r} must start with a letter and use letters, digits and _; "
+                             f"a JSON key that is not such a name goes in json_name (name: {_suggest(value)!r}, "
+                             f"json_name: {value!r})")
         return value
+
+    @field_validator("type")
+    @classmethod
+    def _valid_type(cls, value: str) -> str:
+        parse_type(value)  # TypeSyntaxError (a ValueError) names the position and what was expected
+        return value
+
+    @model_validator(mode="after")
+    def _format_needs_a_timestamp(self) -> "SchemaField":
+        if self.format != "iso" and not contains(self.data_type, (TimestampType, TimestampNTZType)):
+            raise ValueError(f"format {self.format!r} is for timestamps, and {self.name!r} ({self.type}) holds none")
+        return self
+
+    @property
+    def data_type(self) -> DataType:
+        """The Spark type of the table column (`ingest.types.table_type`: nested fields nullable, marks stripped)."""
+        return table_type(parse_type(self.type)[0])
+
+    def struct_field(self) -> StructField:
+        """The field as the record decoder reads it: its type plus the marks (JSON key, required, time format,
+        json text) in the field metadata."""
+        data_type, metadata = parse_type(self.type)
+        if self.json_name is not None:
+            metadata[JSON_NAME] = self.json_name
+        if self.required:
+            metadata[REQUIRED] = True
+        if self.format != "iso":
+            metadata[TIME_FORMAT] = self.format
+        return StructField(self.name, data_type, True, metadata)
+
+
+def _suggest(key: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", key).strip("_") or "field"
+    return name if name[0].isalpha() else f"f_{name}"
 
 
 class RecordSchema(_Strict):
@@ -50,17 +96,33 @@ class RecordSchema(_Strict):
     @model_validator(mode="after")
     def _unique_names(self) -> "RecordSchema":
         seen: set[str] = set()
+        keys: set[str] = set()
         for item in self.fields:
             if item.name.lower() in seen:
                 raise ValueError(f"field {item.name!r} is declared twice")
             seen.add(item.name.lower())
+            key = item.json_name or item.name
+            if key in keys:
+                raise ValueError(f"JSON key {key!r} is read by two fields")
+            keys.add(key)
         return self
 
     def field(self, name: str) -> SchemaField | None:
         return next((f for f in self.fields if f.name == name), None)
 
 
-class KafkaSource(_Strict):
+class _SourceMetadata(_Strict):
+    # Land the record key (Kafka key, Kinesis partition key) in the main table as `_key`: false, string (UTF-8;
+    # `true` means string) or binary.
+    include_key: Literal[False, True, "string", "binary"] = False
+
+    @property
+    def key_type(self) -> str | None:
+        """None (no `_key` column), "string" or "binary"."""
+        return None if self.include_key is False else "string" if self.include_key is True else self.include_key
+
+
+class KafkaSource(_SourceMetadata):
     kind: Literal["kafka"]
     topics: list[str] | None = None
     topic_pattern: str | None = None
@@ -70,6 +132,9 @@ class KafkaSource(_Strict):
     # ingest/sources/streams.py: fetch.max.wait.ms, max.poll.records, max.partition.fetch.bytes). Security settings
     # come from LAKELINE_KAFKA_OPT_*.
     options: dict[str, str] = {}
+    # Land the record headers in the main table as `_headers` (map<string,binary>; a repeated name keeps its last
+    # value; null when a record has none).
+    include_headers: bool = False
 
     @model_validator(mode="after")
     def _one_subscription(self) -> "KafkaSource":
@@ -82,13 +147,17 @@ class KafkaSource(_Strict):
         return self
 
 
-class KinesisSource(_Strict):
+class KinesisSource(_SourceMetadata):
     kind: Literal["kinesis"]
     stream: str
     starting_position: Literal["TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"] = "TRIM_HORIZON"
     # For AT_TIMESTAMP: an ISO 8601 time with a zone, e.g. 2026-11-22T00:00:00Z.
     starting_timestamp: datetime | None = None
     max_records_per_batch: Annotated[int, Field(gt=0)] = 100_000
+
+    @property
+    def include_headers(self) -> bool:
+        return False  # Kinesis records have no headers
 
     @model_validator(mode="after")
     def _timestamp_when_needed(self) -> "KinesisSource":
@@ -185,7 +254,8 @@ class PipelineConfig(_Strict):
             source = self.record_schema.field(part.source)
             if source is None:
                 raise ValueError(f"sink.partition.source {part.source!r} is not a field in schema.fields")
-            if part.transform == "day" and source.type not in ("timestamp", "date"):
+            if part.transform == "day" and not isinstance(source.data_type,
+                                                          (TimestampType, TimestampNTZType, DateType)):
                 raise ValueError(f"sink.partition.transform 'day' needs a timestamp or date field; "
                                  f"{part.source!r} is {source.type}")
             if self.record_schema.field(part.column) is not None:

@@ -8,6 +8,7 @@ import json
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
 from pathlib import Path
@@ -81,13 +82,20 @@ def source_topic(config: PipelineConfig) -> str:
 
 def produce(config: PipelineConfig, settings: Settings, count: int, rate: float | None = None,
             bad_ratio: float = 0.0, seed: int | None = None, partitions: int = 4,
-            record_dir: Path | None = None) -> ProduceResult:
-    """Send `count` events to the pipeline's first topic (created with `partitions` if missing), or to its
-    Kinesis stream (created with `partitions` shards if missing)."""
+            record_dir: Path | None = None, corpus: str = "orders", from_file: Path | None = None) -> ProduceResult:
+    """Send `count` events of the sample `corpus` (CORPORA) to the pipeline's first topic (created with
+    `partitions` if missing), or to its Kinesis stream (created with `partitions` shards if missing). With
+    `from_file`, send that JSON-lines file's lines instead, one event per line, as they are."""
+    if from_file is not None:
+        count = _line_count(from_file)
     if count < 0 or not 0.0 <= bad_ratio <= 1.0:
         raise ConfigError("--count must be >= 0 and --bad-ratio between 0 and 1")
+    if corpus not in CORPORA:
+        raise ConfigError(f"--corpus {corpus!r}: choose one of {', '.join(CORPORA)}")
+    result = ProduceResult(config.source.stream if config.source.kind == "kinesis" else source_topic(config), count)
+    events = sample_events(config, count, bad_ratio, seed, result, corpus, from_file)
     if config.source.kind == "kinesis":
-        return _produce_kinesis(config, settings, count, rate, bad_ratio, seed, partitions, record_dir)
+        return _produce_kinesis(config, settings, result, rate, events, partitions, record_dir)
     from confluent_kafka import Producer
 
     topic = source_topic(config)
@@ -95,7 +103,6 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
         log.info(f"created topic {topic} ({partitions} partitions)")
     producer = Producer({**librdkafka_config(settings), "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "lz4", "enable.idempotence": True, "acks": "all"})
-    result = ProduceResult(topic, count)
     errors: list[str] = []
 
     def delivered(err, msg) -> None:
@@ -107,7 +114,7 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
 
     started = time.monotonic()
     next_report = started + 5
-    for i, (key, payload) in enumerate(_payloads(config, count, bad_ratio, seed, result)):
+    for i, (key, payload) in enumerate(events):
         while True:
             try:
                 producer.produce(topic, value=payload, key=key.encode(), on_delivery=delivered)
@@ -131,8 +138,39 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
     return result
 
 
-def _payloads(config: PipelineConfig, count: int, bad_ratio: float, seed: int | None, result: ProduceResult):
-    """(key, payload) of `count` sample events; counts the bad ones by kind in `result`."""
+CORPORA = ("orders", "webhooks")
+
+
+def sample_events(config: PipelineConfig, count: int, bad_ratio: float, seed: int | None, result: ProduceResult,
+                  corpus: str = "orders", from_file: Path | None = None) -> Iterator[tuple[str, bytes]]:
+    """(key, payload) of the events to send: `count` of the sample `corpus`, or every non-blank line of `from_file`
+    as it is. Counts the generated bad ones by dead-letter reason in `result.bad`."""
+    if from_file is not None:
+        with open(from_file, "rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                if line.strip():
+                    yield f"line-{number}", line.rstrip(b"\r\n")
+        return
+    if corpus == "webhooks":
+        from ingest.corpus import webhooks
+
+        for key, payload, reason in webhooks(count, bad_ratio, seed):
+            if reason is not None:
+                result.bad[reason] = result.bad.get(reason, 0) + 1
+            yield key, payload
+        return
+    yield from _orders(config, count, bad_ratio, seed, result)
+
+
+def _line_count(path: Path) -> int:
+    if not path.is_file():
+        raise ConfigError(f"--from-file {path}: no such file")
+    with open(path, "rb") as lines:
+        return sum(1 for line in lines if line.strip())
+
+
+def _orders(config: PipelineConfig, count: int, bad_ratio: float, seed: int | None, result: ProduceResult):
+    """(key, payload) of `count` sample order events; counts the bad ones by kind in `result`."""
     rng = random.Random(seed)
     base = datetime.now(UTC).replace(microsecond=0)
     max_bytes = config.record_schema.max_record_bytes
@@ -149,8 +187,8 @@ def _payloads(config: PipelineConfig, count: int, bad_ratio: float, seed: int | 
         yield event["customer_id"], payload
 
 
-def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rate: float | None, bad_ratio: float,
-                     seed: int | None, shards: int, record_dir: Path | None) -> ProduceResult:
+def _produce_kinesis(config: PipelineConfig, settings: Settings, result: ProduceResult, rate: float | None,
+                     events: Iterator[tuple[str, bytes]], shards: int, record_dir: Path | None) -> ProduceResult:
     """put_records in chunks of 500; failed entries (throttling) are re-sent with backoff, in order per key."""
     from ingest.adapters.kinesis import BACKOFF_CAP, BACKOFF_FIRST, KinesisClient, client_options
     from ingest.errors import KinesisError, KinesisThrottled
@@ -166,7 +204,6 @@ def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rat
         client.call("create_stream", StreamName=stream, ShardCount=shards)
         client.client.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 1})
         log.info(f"created stream {stream} ({shards} shards)")
-    result = ProduceResult(stream, count)
     started = time.monotonic()
     pending: list[dict] = []
 
@@ -187,6 +224,8 @@ def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rat
 
     def flush() -> None:
         entries = list(pending)
+        if not entries:
+            return
         try:
             for attempt in retrying((KinesisThrottled,), 9, first=BACKOFF_FIRST, cap=BACKOFF_CAP, jitter=True):
                 with attempt:
@@ -195,7 +234,7 @@ def _produce_kinesis(config: PipelineConfig, settings: Settings, count: int, rat
             raise LakelineError(f"produce: still refused by Kinesis after 8 retries: {exc}") from exc
         pending.clear()
 
-    for i, (key, payload) in enumerate(_payloads(config, count, bad_ratio, seed, result)):
+    for i, (key, payload) in enumerate(events):
         pending.append({"Data": payload, "PartitionKey": key})
         if len(pending) == 500:
             flush()

@@ -81,19 +81,19 @@ def warm_up(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
     """For a standby driver: open both tables and run the batch body's code once on a sample record (decode; where
     the format has catalog-free tables, both appends into a local scratch table), so that a takeover pays none of
     a new JVM's first-use costs. Touches no production data. Returns the seconds it took."""
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    from pyspark.sql.types import StringType, StructType
 
     from ingest.transforms import (coordinates_for, dead_letter_rows, dead_letter_schema, decode, fixed_timestamp,
-                                   table_rows, table_schema)
+                                   raw_fields, table_rows, table_schema)
 
     started = time.monotonic()
     for table in tables_for(spark, config, settings):
         table.ensure()
         table.last_commit()
     coords = coordinates_for(config)
-    fields = [*coords.fields, StructField("_key", BinaryType(), True), StructField("_raw", BinaryType(), True)]
+    fields = raw_fields(config)
     sample = [("warm-up" if f.dataType == StringType() else None if f.nullable else 0) for f in coords.fields]
-    raw = spark.createDataFrame([(*sample, None, b"{}")], StructType(fields))
+    raw = spark.createDataFrame([(*sample, *[None] * (len(fields) - len(sample) - 1), b"{}")], StructType(fields))
     decoded = decode(raw, config.record_schema)
     decoded.collect()
     fmt = format_for(config.sink.format)

@@ -12,20 +12,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (BinaryType, BooleanType, DataType, DateType, DoubleType, IntegerType, LongType,
-                               StringType, StructField, StructType, TimestampType)
+from pyspark.sql.types import (BinaryType, DateType, IntegerType, LongType, MapType, StringType, StructField,
+                               StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
 from ingest.spark import lakeline_class
-
-SPARK_TYPES: dict[str, DataType] = {
-    "string": StringType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
-    "boolean": BooleanType(), "timestamp": TimestampType(), "date": DateType(),
-}
 
 # Dead-letter reasons, in the order they are checked (the first that applies is recorded).
 OVERSIZE = "oversize"
@@ -97,10 +91,13 @@ def dead_letter_schema(coords: Coordinates = KAFKA) -> StructType:
 
 
 DEAD_LETTER_SCHEMA = dead_letter_schema(KAFKA)
+# `_headers` (source.include_headers): a Kafka record's headers by name.
+HEADERS_TYPE = MapType(StringType(), BinaryType(), True)
 
 
 def record_struct(schema: RecordSchema) -> StructType:
-    return StructType([StructField(f.name, SPARK_TYPES[f.type], True) for f in schema.fields])
+    """The declared fields as the table's columns (nullable; nested NOT NULL kept)."""
+    return StructType([StructField(f.name, f.data_type, True) for f in schema.fields])
 
 
 def table_schema(config: PipelineConfig) -> StructType:
@@ -108,24 +105,37 @@ def table_schema(config: PipelineConfig) -> StructType:
     fields = list(record_struct(config.record_schema).fields)
     if config.sink.partition is not None:
         part = config.sink.partition
-        source_type = SPARK_TYPES[config.record_schema.field(part.source).type]
+        source_type = config.record_schema.field(part.source).data_type
         fields.append(StructField(part.column, DateType() if part.transform == "day" else source_type, True))
+    fields.append(StructField("_rescued_data", StringType(), True))
+    if config.source.key_type is not None:
+        fields.append(StructField("_key", StringType() if config.source.key_type == "string" else BinaryType(), True))
+    if config.source.include_headers:
+        fields.append(StructField("_headers", HEADERS_TYPE, True))
     fields += [
-        StructField("_rescued_data", StringType(), True),
         *coordinates_for(config).fields,
         StructField("_ingested_at", TimestampType(), False),
     ]
     return StructType(fields)
 
 
+def raw_fields(config: PipelineConfig) -> list[StructField]:
+    """The raw-record shape decode takes: coordinates, `_key`, `_headers` (when the source includes them), `_raw`."""
+    headers = [StructField("_headers", HEADERS_TYPE, True)] if config.source.include_headers else []
+    return [*coordinates_for(config).fields, StructField("_key", BinaryType(), True), *headers,
+            StructField("_raw", BinaryType(), True)]
+
+
 def kafka_coordinates(kafka_df: DataFrame) -> DataFrame:
-    """Spark's Kafka source columns -> the common raw-record shape."""
+    """Spark's Kafka source columns -> the common raw-record shape (headers as a map, when the source reads them)."""
+    headers = [F.map_from_entries(F.col("headers")).alias("_headers")] if "headers" in kafka_df.columns else []
     return kafka_df.select(
         F.col("topic").alias("_topic"),
         F.col("partition").cast("int").alias("_kafka_partition"),
         F.col("offset").cast("long").alias("_offset"),
         F.col("timestamp").alias("_kafka_timestamp"),
         F.col("key").alias("_key"),
+        *headers,
         F.col("value").alias("_raw"),
     )
 
@@ -142,39 +152,29 @@ def kinesis_coordinates(kinesis_df: DataFrame) -> DataFrame:
     )
 
 
-def _first_error(checks: list[tuple[Column, str, Column | None]]) -> tuple[Column, Column]:
-    """(reason, detail) of the first check that holds, else nulls."""
-    reason = reduce(lambda acc, c: acc.when(c[0], F.lit(c[1])), checks[1:],
-                    F.when(checks[0][0], F.lit(checks[0][1])))
-    detail = reduce(lambda acc, c: acc.when(c[0], c[2] if c[2] is not None else F.lit(None)), checks[1:],
-                    F.when(checks[0][0], checks[0][2] if checks[0][2] is not None else F.lit(None)))
-    return reason, detail
+# Lakeline's record decoder (infra/logstore/io/lakeline/spark/RecordDecoder.java, built into the Lakeline jar by
+# infra/setup.sh): one strict JSON pass per record that types, checks and classifies it.
+RECORD_DECODER = "io.lakeline.spark.RecordDecoder"
 
 
-def _names_where(conditions: list[tuple[str, Column]]) -> Column:
-    """'a, b' for the field names whose condition holds (null if none)."""
-    if not conditions:
-        return F.lit(None).cast("string")
-    names = F.array_compact(F.array(*[F.when(cond, F.lit(name)) for name, cond in conditions]))
-    return F.when(F.size(names) > 0, F.array_join(names, ", "))
+def decoded_type(schema: RecordSchema) -> StructType:
+    """What the record decoder returns per record: the typed record (null for a bad one), the rescued undeclared
+    fields as one JSON object, and the dead-letter reason and detail (null for a good one)."""
+    return StructType([StructField("record", record_struct(schema), True),
+                       StructField("rescued", StringType(), True),
+                       StructField("error", StringType(), True),
+                       StructField("detail", StringType(), True)])
 
 
-# Lakeline's JVM decoder for plainly clean records (infra/logstore/io/lakeline/spark/CleanRecordDecoder.java,
-# built into the Lakeline jar by infra/setup.sh).
-CLEAN_RECORD_DECODER = "io.lakeline.spark.CleanRecordDecoder"
-
-
-def clean_record_decoder(spark: SparkSession, schema: RecordSchema) -> Column:
-    """`_raw` through Lakeline's one-pass JVM decoder: the typed struct for a plainly clean record (exactly what
-    `from_json` into `record_struct(schema)` gives), null for every other record. Registered once per session
-    and schema."""
-    spec = json.dumps({"fields": [{"name": f.name, "type": f.type, "required": f.required} for f in schema.fields],
-                       "max_bytes": schema.max_record_bytes,
+def record_decoder(spark: SparkSession, schema: RecordSchema) -> Column:
+    """`_raw` through Lakeline's record decoder (a Java UDF registered once per session and schema)."""
+    marked = StructType([f.struct_field() for f in schema.fields])
+    spec = json.dumps({"schema": json.loads(marked.json()), "max_bytes": schema.max_record_bytes,
                        "time_zone": spark.conf.get("spark.sql.session.timeZone")}, sort_keys=True)
-    name = "lakeline_clean_record_" + hashlib.sha1(spec.encode()).hexdigest()[:12]
+    name = "lakeline_decode_" + hashlib.sha1(spec.encode()).hexdigest()[:12]
     if not spark.catalog.functionExists(name):
-        decoder = lakeline_class(spark, CLEAN_RECORD_DECODER, lambda cls: cls(spec))  # a Java UDF with its config
-        return_type = spark._jsparkSession.parseDataType(record_struct(schema).json())  # noqa: SLF001
+        decoder = lakeline_class(spark, RECORD_DECODER, lambda cls: cls(spec))  # a Java UDF with its config
+        return_type = spark._jsparkSession.parseDataType(decoded_type(schema).json())  # noqa: SLF001
         spark._jsparkSession.udf().register(name, decoder, return_type)  # noqa: SLF001
     return F.call_function(name, F.col("_raw"))
 
@@ -193,47 +193,20 @@ def fixed_timestamp(spark: SparkSession, at: datetime) -> Column:
 
 
 def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
-    """Parse `_raw` as JSON against `schema`. Adds the typed fields, `_rescued_data` (undeclared fields as JSON),
-    and `_error` / `_error_detail` (null for good records). Never drops a record.
+    """Parse `_raw` as JSON against `schema`, in one strict pass per record (`record_decoder`). Adds the typed fields,
+    `_rescued_data` (undeclared fields, top level and nested, as one JSON object of their original values keyed by
+    path) and `_error` / `_error_detail` (null for good records). Never drops a record.
 
-    A plainly clean record (keys exactly declared fields, each present one typed non-null, each absent one
-    optional) is decoded in one JSON pass by `clean_record_decoder`: the common case. Every other record takes the
-    exact path, Spark's own functions: a parse into the declared struct (the typed values) and one into a string
-    map, which tells a missing field from a null, names the mismatched fields and keeps the undeclared ones.
-    Costs per record: bench/results/tuning-2026-11-24.md."""
-    text = F.col("_raw").cast("string")
-    fast = raw.select("*", clean_record_decoder(raw.sparkSession, schema).alias("__fast"))
-    exact = F.col("__fast").isNull()
-    # Three plan stages, the fewest that evaluate each parse once per record: the fast decoder, then the exact
-    # path's two parses (only for the records the fast decoder left), then everything derived from them. Each
-    # stage copies the rows, and the stages holding JSON functions run outside whole-stage code generation.
-    parsed = fast.select("*", F.when(exact, F.from_json(text, "map<string,string>")).alias("__map"),
-                         F.when(exact, F.from_json(text, record_struct(schema))).alias("__typed"),
-                         F.length(F.col("_raw")).alias("__size"), F.is_valid_utf8(text).alias("__utf8"))
-    typed, size = F.col("__typed"), F.col("__size")
-    present = {f.name: F.col("__map").getItem(f.name).isNotNull() for f in schema.fields}
-    missing = F.when(exact, _names_where([(f.name, ~present[f.name]) for f in schema.fields if f.required]))
-    mismatched = F.when(exact, _names_where([(f.name, present[f.name] & typed.getField(f.name).isNull())
-                                             for f in schema.fields]))
-    reason, detail = _first_error([
-        (F.col("_raw").isNull(), MALFORMED_JSON, F.lit("null payload")),
-        (size > schema.max_record_bytes, OVERSIZE,
-         F.format_string("payload is %d bytes; limit is %d", size, F.lit(schema.max_record_bytes))),
-        (~F.col("__utf8"), INVALID_UTF8, F.lit("payload is not valid UTF-8")),
-        (exact & F.col("__map").isNull(), MALFORMED_JSON, F.lit("not a JSON object")),
-        (missing.isNotNull(), MISSING_REQUIRED, F.concat(F.lit("missing: "), missing)),
-        (mismatched.isNotNull(), TYPE_MISMATCH,
-         F.concat(F.lit("wrong type for: "), mismatched, F.lit(" (raw: "),
-                  F.to_json(F.map_filter("__map", lambda k, v: F.array_contains(
-                      F.split(mismatched, ", "), k))), F.lit(")"))),
-    ])
-    declared = F.array(*[F.lit(f.name) for f in schema.fields])
-    extra = F.map_filter("__map", lambda k, v: ~F.array_contains(declared, k))
-    rescued = F.when(exact & (F.size(extra) > 0), F.to_json(extra))
-    fields = [F.coalesce(F.col("__fast").getField(f.name), typed.getField(f.name)).alias(f.name)
-              for f in schema.fields]
-    return parsed.select(*raw.columns, *fields, rescued.alias("_rescued_data"), reason.alias("_error"),
-                         detail.alias("_error_detail"))
+    Reasons, the first that applies: malformed_json (null, not one JSON object, trailing content, a repeated key),
+    oversize, invalid_utf8, missing_required_field (names every such field), type_mismatch (names every field whose
+    value does not fit its type without loss, with the raw values). Costs per record: bench/results/."""
+    decoded = F.col("__decoded")
+    # Two stages: the decoder once per record, then the columns taken from its result (Spark does not collapse a
+    # projection that would call the UDF once per column).
+    staged = raw.select("*", record_decoder(raw.sparkSession, schema).alias("__decoded"))
+    fields = [decoded.getField("record").getField(f.name).alias(f.name) for f in schema.fields]
+    return staged.select(*raw.columns, *fields, decoded.getField("rescued").alias("_rescued_data"),
+                         decoded.getField("error").alias("_error"), decoded.getField("detail").alias("_error_detail"))
 
 
 def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column) -> DataFrame:
@@ -244,7 +217,12 @@ def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column) 
     if part is not None:
         source = F.col(part.source)
         columns.append((F.to_date(source) if part.transform == "day" else source).alias(part.column))
-    columns += [F.col("_rescued_data"), *[F.col(c) for c in coordinates_for(config).names],
+    columns.append(F.col("_rescued_data"))
+    if config.source.key_type is not None:
+        columns.append(F.col("_key").cast(config.source.key_type).alias("_key"))
+    if config.source.include_headers:
+        columns.append(F.col("_headers"))
+    columns += [*[F.col(c) for c in coordinates_for(config).names],
                 ingested_at.alias("_ingested_at")]
     return good.select(*columns)
 

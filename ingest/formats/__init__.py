@@ -214,7 +214,10 @@ def tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Setti
 
 
 def ddl_columns(schema: "StructType") -> str:
-    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+    """Column definitions for CREATE TABLE (nested types with quoted names, NOT NULL kept)."""
+    from ingest.types import quote, to_ddl
+
+    return ", ".join(f"{quote(f.name)} {to_ddl(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
                      for f in schema.fields)
 
 

@@ -63,6 +63,8 @@ def _kafka(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
         reader = reader.option("subscribePattern", src.topic_pattern)
     reader = reader.option("startingOffsets", _kafka_starting_offsets(config, settings, plan))
     reader = reader.option("failOnDataLoss", "true")
+    if src.include_headers:
+        reader = reader.option("includeHeaders", "true")
     if src.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(src.max_offsets_per_trigger))
     return reader.load()

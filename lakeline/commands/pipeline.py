@@ -6,6 +6,7 @@ import json
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
+from pathlib import Path
 
 from ingest.errors import ConfigError, ExitCode
 from lakeline.commands import load, pipeline_arg
@@ -17,12 +18,20 @@ def register(sub) -> None:
     pipeline_arg(check)
     check.set_defaults(run=check_config)
 
-    produce = sub.add_parser("produce", help="send sample order events (with a share of bad records) to Kafka",
-                             description="Sends ~200-byte JSON order events to the pipeline's first topic (created "
-                                         "with --partitions if missing) and records the produced offsets in "
-                                         ".lakeline/produced/<topic>.jsonl.")
+    produce = sub.add_parser("produce", help="send sample events, or your own JSON-lines file, to the source",
+                             description="Sends JSON events to the pipeline's first topic or its Kinesis stream "
+                                         "(created with --partitions partitions or shards if missing) and records "
+                                         "the produced offsets in .lakeline/produced/<topic>.jsonl. Sample corpora: "
+                                         "orders (flat ~200-byte orders, the demo's) and webhooks (nested events, "
+                                         "for conf/examples/webhooks_*.yaml). --from-file sends each non-blank line "
+                                         "of a file as one event, as it is.")
     pipeline_arg(produce)
-    produce.add_argument("--count", type=int, required=True, help="number of events")
+    what = produce.add_mutually_exclusive_group(required=True)
+    what.add_argument("--count", type=int, help="number of sample events")
+    what.add_argument("--from-file", type=Path, metavar="EVENTS.jsonl",
+                      help="send this file's lines instead of sample events")
+    produce.add_argument("--corpus", choices=["orders", "webhooks"], default="orders",
+                         help="the sample events to send with --count (default orders)")
     produce.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
     produce.add_argument("--bad-ratio", type=float, default=0.0,
                          help="share of bad records, spread over every dead-letter kind (default 0)")
@@ -80,7 +89,8 @@ def produce_events(args) -> ExitCode:
     from ingest.produce import produce
 
     config, settings = load(args)
-    result = produce(config, settings, args.count, args.rate, args.bad_ratio, args.seed, args.partitions)
+    result = produce(config, settings, args.count or 0, args.rate, args.bad_ratio, args.seed, args.partitions,
+                     corpus=args.corpus, from_file=args.from_file)
     print(json.dumps(result.to_json()))
     return ExitCode.OK
 

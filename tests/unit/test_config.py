@@ -65,7 +65,7 @@ def test_partition_source_must_be_a_declared_timestamp(tmp_path):
 
 def test_wrong_field_type_and_several_errors_at_once(tmp_path):
     def mutate(d):
-        d["schema"] = {**d["schema"], "fields": d["schema"]["fields"] + [{"name": "x", "type": "float"}]}
+        d["schema"] = {**d["schema"], "fields": d["schema"]["fields"] + [{"name": "x", "type": "varchar(10)"}]}
         d["source"]["max_offsets_per_trigger"] = 0
     message = _error_for(tmp_path, mutate)
     assert "schema.fields.9.type" in message
@@ -145,3 +145,69 @@ def test_shipped_yaml_holds_no_endpoints_or_secrets():
         for word in ("127.0.0.1", "localhost", "secret_access_key", "password", "s3a://", "s3://"):
             assert word not in text, f"{path} contains {word!r}"
         assert yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "conf" / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_examples_are_valid(path):
+    assert load_pipeline(path).pipeline
+
+
+@pytest.mark.parametrize("field,words", [
+    ({"name": "x", "type": "struct<a:string"}, ["schema.fields.0.type", "expected ',' or '>'", "position 15"]),
+    ({"name": "x", "type": "decimal(40,2)"}, ["schema.fields.0.type", "1 <= precision <= 38"]),
+    ({"name": "x", "type": "varchar"}, ["schema.fields.0.type", "expected a type", "'varchar'"]),
+    ({"name": "x", "type": "map<int,string>"}, ["map keys must be string"]),
+    ({"name": "x", "type": "variant"}, ["variant is not supported", "use `json`"]),
+    ({"name": "@timestamp", "type": "timestamp"}, ["json_name: '@timestamp'", "name: 'timestamp'"]),
+    ({"name": "x", "type": "string", "format": "epoch_millis"}, ["is for timestamps"]),
+    ({"name": "x", "type": "string", "format": "epoch_nanos"}, ["schema.fields.0.format", "epoch_millis"]),
+])
+def test_a_bad_field_type_names_the_key_and_the_fix(tmp_path, field, words):
+    message = _error_for(tmp_path, lambda d: d.update(schema={**d["schema"], "fields": [field]}))
+    for word in words:
+        assert word in message, message
+
+
+def test_nested_types_parse_into_spark_types_with_the_decoder_marks():
+    from pyspark.sql.types import DecimalType, StructType
+
+    from ingest.config import SchemaField
+    from ingest.types import JSON_NAME, JSON_TEXT, REQUIRED, TIME_FORMAT, to_ddl
+
+    field = SchemaField(name="order", type="struct<id: string NOT NULL, total: decimal(12,2), "
+                                            "items: array<struct<`sku-id`: string, qty: int>>, meta: json>")
+    assert isinstance(field.data_type, StructType) and field.data_type["total"].dataType == DecimalType(12, 2)
+    # the table column: NOT NULL is the decoder's to enforce, the marks are stripped
+    assert field.data_type["id"].nullable and field.data_type["meta"].metadata == {}
+    declared = field.struct_field().dataType
+    assert not declared["id"].nullable and declared["meta"].metadata == {JSON_TEXT: True}
+    assert to_ddl(declared) == ("struct<`id`:string NOT NULL,`total`:decimal(12,2),"
+                                "`items`:array<struct<`sku-id`:string,`qty`:int>>,`meta`:string>")
+    marked = SchemaField(name="ts", type="timestamp", json_name="@timestamp", required=True,
+                         format="epoch_millis").struct_field()
+    assert marked.metadata == {JSON_NAME: "@timestamp", REQUIRED: True, TIME_FORMAT: "epoch_millis"}
+    for alias, name in (("integer", "int"), ("bigint", "bigint"), ("short", "smallint"), ("real", "float")):
+        assert SchemaField(name="x", type=alias).data_type.simpleString() == name
+
+
+def test_source_metadata_columns_are_off_by_default_and_typed_when_on():
+    from ingest.config import PipelineConfig
+    from ingest.transforms import table_schema
+
+    plain = PipelineConfig.model_validate(pipeline_dict("delta", name="p"))
+    assert "_key" not in table_schema(plain).fieldNames() and "_headers" not in table_schema(plain).fieldNames()
+    data = pipeline_dict("delta", name="p")
+    data["source"].update(include_key="binary", include_headers=True)
+    schema = table_schema(PipelineConfig.model_validate(data))
+    assert schema["_key"].dataType.simpleString() == "binary"
+    assert schema["_headers"].dataType.simpleString() == "map<string,binary>"
+    data["source"]["include_key"] = True
+    assert table_schema(PipelineConfig.model_validate(data))["_key"].dataType.simpleString() == "string"
+
+
+def test_kinesis_has_no_headers_to_include(tmp_path):
+    def kinesis(data):
+        data["source"] = {"kind": "kinesis", "stream": "s", "include_headers": True}
+
+    message = _error_for(tmp_path, kinesis)
+    assert "source.include_headers" in message
