@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)
     spark.stop()
     if not args.no_write:
-        doc = document("decode" if args.corpus == "orders" else "decode-nested", argv, results, count=args.count,
-                       runs=args.runs, corpus=args.corpus)
+        doc = document("decode" if args.corpus == "orders" else "decode-nested", argv, results, module="decode",
+                       count=args.count, runs=args.runs, corpus=args.corpus)
         rows = "\n".join(f"| {r['variant']} | {r['median_s']} | {r['us_per_record']} |" for r in results)
         write(doc, "Decode cost", "| variant | median s | µs/record |\n| --- | ---: | ---: |\n" + rows,
               stack="Spark local[2] only, payloads cached in memory")
