@@ -15,22 +15,26 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ingest.commits import CommitRecord, Offsets, offsets_to_json
-from ingest.errors import CommitConflict, UnknownCommitOutcome
+from ingest.errors import CommitConflict, LakelineError, SchemaChanged, UnknownCommitOutcome
 from ingest.retry import retrying
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from ingest.config import PipelineConfig
     from ingest.events import Events
     from ingest.formats import LakeTable, TableFormat
 
 COMMIT_ATTEMPTS = 6
+# Add mode: the distinct `_rescued_data` objects of a batch that type the new columns (more is slower, not safer:
+# a value that does not fit the type inferred from these becomes a schema_violation dead letter, never lost).
+EVOLUTION_SAMPLE = 10_000
 # A batch is written by at most one task per this many records (never more tasks than it has input partitions):
 # a small batch lands as one file per table partition instead of one per source partition.
 RECORDS_PER_WRITE_TASK = 250_000
 # Fault injection for tests and recovery drills: "<point>@<batch id>" makes the driver SIGKILL itself at that
-# point of that batch (points: after-dlq-commit, after-table-commit). Never set in production.
+# point of that batch (points: after-schema-evolve, after-dlq-commit, after-table-commit). Never set in production.
 CRASH_ENV = "LAKELINE_CRASH_AT"
 
 
@@ -63,12 +67,20 @@ class BatchCommitter:
     start (the planned, uncommitted one), always the first it runs: only that one may already be in a table."""
 
     def __init__(self, spark: "SparkSession", config: "PipelineConfig", fmt: "TableFormat", main: "LakeTable",
-                 dead: "LakeTable", lineage: str, ends: TableEnds, events: "Events"):
+                 dead: "LakeTable", lineage: str, ends: TableEnds, events: "Events",
+                 evolved: "StructType | None" = None):
         self.spark, self.config, self.format = spark, config, fmt
         self.main, self.dead, self.lineage, self.events = main, dead, lineage, events
         self._main_end, self._dlq_end, self._last = dict(ends.main), dict(ends.dead_letters), ends.last
         self.reports: dict[int, BatchReport] = {}
         self.first_batch_of_start = True
+        # A typed error raised inside foreachBatch, for the run loop to raise as it is (Spark wraps it as text).
+        self.failure: LakelineError | None = None
+        # Add mode: the table's record columns (declared + evolved), and whether the query should restart to decode
+        # with the columns a batch added.
+        self.evolved = evolved
+        self.plan_evolved = evolved  # what the streaming query decodes with (set by the pipeline at each start)
+        self.restart_requested = False
 
     @property
     def last(self) -> CommitRecord | None:
@@ -95,6 +107,7 @@ class BatchCommitter:
             return
         coords = coordinates_for(self.config)
         decoded = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        evolved_here = False
         try:
             cover = _cover(decoded, coords, {}, {})
             # The common case: the batch starts at or past both tables' ends, so nothing in it is held yet and
@@ -111,7 +124,18 @@ class BatchCommitter:
             start = {(r[0], r[1]): (max(int(r["first"]), self._main_end.get((r[0], r[1]), 0)) if coords.numeric
                                     else self._main_end.get((r[0], r[1]), int(r["first"]))) for r in cover}
             batch_end = {(r[0], r[1]): int(r["last"]) + 1 for r in cover}
+            rescued = sum(r["rescued"] for r in cover)
+            if self.config.record_schema.evolution == "add" and rescued:
+                evolved = self._evolve(decoded, coords, batch_id)
+                if evolved is not None:
+                    evolved_here = True
+                    decoded.unpersist()
+                    decoded = evolved.persist(StorageLevel.MEMORY_AND_DISK)
+                    cover = _cover(decoded, coords, {} if fresh else self._main_end, {} if fresh else self._dlq_end)
             rows, dead = sum(r["rows"] for r in cover), sum(r["dead"] for r in cover)
+            if self.config.record_schema.evolution == "fail" and rescued:
+                self.failure = _undeclared(decoded, coords, self._main_end, self.config)
+                raise self.failure
             report.phases["scan"] = time.monotonic() - started
             ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
 
@@ -128,7 +152,7 @@ class BatchCommitter:
                 _maybe_crash("after-dlq-commit", batch_id)
             main_end = _advance(self._main_end, batch_end)
             record = CommitRecord(pipeline, self.lineage, batch_id, start, main_end, rows, dead)
-            frame = _fewer_tasks(table_rows(decoded, self.config, ingested_at), rows)
+            frame = _fewer_tasks(table_rows(decoded, self.config, ingested_at, self.evolved), rows)
             frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
             mark = time.monotonic()
             self.commit(self.main, frame, record)
@@ -136,10 +160,38 @@ class BatchCommitter:
             report.phases["table"] = time.monotonic() - mark
             _maybe_crash("after-table-commit", batch_id)
             self.first_batch_of_start = False
+            # Only once this batch is in both tables: the run loop stops the query to restart it.
+            self.restart_requested = self.restart_requested or evolved_here
             report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
         finally:
             decoded.unpersist()
         report.seconds = time.monotonic() - started
+
+    def _evolve(self, decoded: "DataFrame", coords, batch_id: int) -> "DataFrame | None":
+        """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
+        with them (None: nothing to add). The schema commits before the data: a crash in between leaves columns
+        that a replay of the batch fills."""
+        from pyspark.sql import functions as F
+
+        from ingest.events import SchemaEvolved
+        from ingest.evolution import additions
+        from ingest.transforms import decode, is_new, raw_fields, record_columns
+
+        texts = [r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
+                                              & is_new(self._main_end, coords))
+                 .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
+        changes = additions(texts, self.evolved)
+        if changes:
+            self.main.evolve(changes)
+            self.events.emit(SchemaEvolved(pipeline=self.config.pipeline, table=self.main.display_name,
+                                           changes=[c.describe() for c in changes], batch_id=batch_id))
+            _maybe_crash("after-schema-evolve", batch_id)
+            self.evolved = record_columns(self.config, self.main.table_schema())
+        elif self.evolved == self.plan_evolved:
+            return None  # what is rescued cannot be a column (e.g. `@version`): it stays in _rescued_data
+        # Columns were added (now, or by an earlier batch of this query): decode this batch with them.
+        raw = decoded.select(*[f.name for f in raw_fields(self.config)])
+        return decode(raw, self.config.record_schema, self.evolved)
 
     def commit(self, table: "LakeTable", frame: "DataFrame", record: CommitRecord) -> None:
         """Append with retries. A conflict is retried; an unknown outcome is reconciled against the table's own
@@ -182,7 +234,28 @@ def _cover(decoded: "DataFrame", coords, main_end: Offsets, dlq_end: Offsets) ->
         F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
         F.sum((good & is_new(main_end, coords)).cast("long")).alias("rows"),
         F.sum((bad & is_new(dlq_end, coords)).cast("long")).alias("dead"),
+        F.sum((good & F.col("_rescued_data").isNotNull() & is_new(main_end, coords)).cast("long")).alias("rescued"),
     ).collect()
+
+
+def _undeclared(decoded: "DataFrame", coords, main_end: Offsets, config: "PipelineConfig") -> SchemaChanged:
+    """The error for a batch with undeclared fields under schema.evolution: fail, naming the first record's fields
+    and coordinates."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    from ingest.transforms import is_new
+
+    first = (decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull() & is_new(main_end, coords))
+             .orderBy(coords.source, coords.partition, coords.position)
+             .select(coords.source, coords.partition, coords.position, "_rescued_data").first())
+    fields = ", ".join(json.loads(first["_rescued_data"]))
+    return SchemaChanged(
+        f"pipeline {config.pipeline}: {first[0]} partition {first[1]} position {first[2]} carries field(s) {fields} "
+        f"that schema.fields does not declare, and schema.evolution is fail. Nothing of this batch was written. "
+        f"Declare the field(s) in the pipeline YAML (or set schema.evolution: rescue to keep them in "
+        f"_rescued_data) and restart: ingestion continues exactly where it stopped.")
 
 
 def _fewer_tasks(frame: "DataFrame", records: int) -> "DataFrame":

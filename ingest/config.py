@@ -90,8 +90,10 @@ class RecordSchema(_Strict):
     fields: Annotated[list[SchemaField], Field(min_length=1)]
     # Records whose raw payload is larger than this go to the dead-letter table as 'oversize'.
     max_record_bytes: Annotated[int, Field(gt=0)] = 1_048_576
-    # What to do with fields the schema does not declare. 'rescue' keeps them in the _rescued_data JSON column.
-    evolution: Literal["rescue"] = "rescue"
+    # What to do with fields the schema does not declare: `rescue` keeps them in the _rescued_data JSON column;
+    # `add` adds them to the table as nullable columns typed from the values, while the stream runs; `fail` stops the
+    # stream before it writes the batch, naming the field, its first offset and the fix.
+    evolution: Literal["rescue", "add", "fail"] = "rescue"
 
     @model_validator(mode="after")
     def _unique_names(self) -> "RecordSchema":

@@ -22,6 +22,8 @@ class ExitCode(IntEnum):
     DRILL_FAILED = 5, "a recovery drill scenario failed (its copy is kept for inspection)"
     CHECKPOINT_DAMAGED = 6, "checkpoint verify failed, or checkpoint repair found damage (dry run)"
     REFUSED = 7, "refused as unsafe: the pipeline is running or locked, or retention is below its guards"
+    SCHEMA_CHANGED = 8, ("the source carries a field the schema does not declare (schema.evolution: fail); nothing "
+                         "of that batch was written")
     INTERRUPTED = 130, "interrupted (Ctrl-C)"
 
 
@@ -74,6 +76,13 @@ class KinesisError(LakelineError):
 class KinesisThrottled(KinesisError):
     """A transient Kinesis refusal (throttling, a dropped connection, a timeout): retried with jittered backoff;
     still failing after the retries, it becomes a KinesisError."""
+
+
+class SchemaChanged(LakelineError):
+    """Records carry a field the schema does not declare and schema.evolution is `fail`: the batch was not written;
+    the message names the field, its first offset and the fix."""
+
+    exit_code = ExitCode.SCHEMA_CHANGED
 
 
 class TaskFailed(LakelineError):

@@ -34,6 +34,17 @@ class CheckpointMovedAside(Event):
 
 
 @dataclass(kw_only=True)
+class SchemaEvolved(Event):
+    """The main table's schema was changed to hold what the pipeline declares (or, in add mode, what records carry):
+    fields added, types widened."""
+
+    kind: ClassVar[str] = "schema_evolved"
+    table: str
+    changes: list[str]
+    batch_id: int | None = None  # None: at start, from the YAML
+
+
+@dataclass(kw_only=True)
 class RunStarted(Event):
     """The start plan: resume the checkpoint, start fresh, or rebuild it from the table's offsets."""
 
@@ -134,8 +145,8 @@ class StandbyTakingOver(Event):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (
-    CheckpointMovedAside, RunStarted, BatchCommitted, BatchReplayed, CommitRetried, CommitReconciled, HeartbeatFailed,
-    StopRequested, RunFinished, StandbyReady, StandbyStopped, StandbyTakingOver)}
+    CheckpointMovedAside, SchemaEvolved, RunStarted, BatchCommitted, BatchReplayed, CommitRetried, CommitReconciled,
+    HeartbeatFailed, StopRequested, RunFinished, StandbyReady, StandbyStopped, StandbyTakingOver)}
 
 
 def event_from_json(data: dict) -> Event:
@@ -209,6 +220,9 @@ def human_line(event: Event) -> str | None:
     match event:
         case CheckpointMovedAside():
             return f"checkpoint moved aside to {event.moved_to}"
+        case SchemaEvolved():
+            when = "at start" if event.batch_id is None else f"in batch {event.batch_id}"
+            return f"{p} schema of {event.table} evolved {when}: {'; '.join(event.changes)}"
         case RunStarted():
             return (f"{p} start: {event.action} ({event.reason}); lineage {event.lineage} (Spark ready in "
                     f"{event.spark_seconds:.1f}s, tables and checkpoint read in {event.read_seconds:.1f}s)")

@@ -102,8 +102,13 @@ class Pipeline:
         spark = self.spark  # starts the JVM on first use (run() has usually started it already)
         self._start = prepare(spark, self.config, self.settings, self.events, self._spark_start_seconds)
         start = self._start
+        evolved = None
+        if self.config.record_schema.evolution == "add":
+            from ingest.transforms import record_columns
+
+            evolved = record_columns(self.config, start.main.table_schema())
         self._committer = BatchCommitter(spark, self.config, format_for(self.config.sink.format), start.main,
-                                         start.dead, start.plan.lineage, start.ends, self.events)
+                                         start.dead, start.plan.lineage, start.ends, self.events, evolved)
         return start.plan
 
     def decoded_stream(self, source: "DataFrame") -> "DataFrame":
@@ -115,7 +120,9 @@ class Pipeline:
 
         from ingest.transforms import decode
 
-        decoded = decode(source, self.config.record_schema)
+        decoded = decode(source, self.config.record_schema, self._committer.evolved)
+        if self.config.record_schema.evolution == "add":
+            return decoded  # a batch that adds columns is decoded again from its raw bytes
         return decoded.withColumn("_raw", F.when(F.col("_error").isNotNull(), F.col("_raw")))
 
     def start(self) -> "StreamingQuery":
@@ -125,6 +132,7 @@ class Pipeline:
         if self._start is None:
             self.prepare()
         self._committer.new_start()
+        self._committer.plan_evolved = self._committer.evolved
         source = source_stream(self.spark, self.config, self.settings, self._start.plan)
         writer = (self.decoded_stream(source).writeStream.foreachBatch(self._committer.process)
                   .option("checkpointLocation", self.config.checkpoint_location(self.settings))
@@ -190,15 +198,31 @@ class Pipeline:
         try:
             while True:
                 batches_before = len(reports)
-                while query.isActive and not self._stop.is_set():
-                    query.awaitTermination(0.5)
+                while query.isActive and not self._stop.is_set() and not self._committer.restart_requested:
+                    try:
+                        query.awaitTermination(0.5)
+                    except Exception:  # noqa: BLE001 - the query failed; our own typed error, if it was ours
+                        if self._committer.failure is not None:
+                            raise self._committer.failure from None
+                        raise
                 if self._stop.is_set() and query.isActive:
                     self.events.emit(StopRequested(pipeline=self.config.pipeline))
                     query.stop()
                 self._await_batch_events()
                 failure = query.exception()
                 if failure is not None:
+                    if self._committer.failure is not None:
+                        raise self._committer.failure
                     raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
+                if self._committer.restart_requested and not self._stop.is_set():
+                    # Add mode: a batch added columns; decode the next ones with them (a batch the stop
+                    # interrupted is replayed, and the tables' commit records keep it exactly once).
+                    if query.isActive:
+                        query.stop()
+                    self._committer.restart_requested = False
+                    self.spark.streams.removeListener(self._listener)
+                    query = self.start()
+                    continue
                 if not drain_rounds or self._stop.is_set() or len(reports) == batches_before:
                     break
                 self.spark.streams.removeListener(self._listener)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ingest.batch import TableEnds
 from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint, write_lineage
 from ingest.commits import CommitRecord
-from ingest.events import CheckpointMovedAside, RunStarted
+from ingest.events import CheckpointMovedAside, RunStarted, SchemaEvolved
 from ingest.formats import format_for, tables_for
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
     # that has just started). The main table is created first, alone: it also creates the Iceberg namespace, which
     # two concurrent CREATE ... IF NOT EXISTS could race on.
     main.ensure()
+    apply_declared_schema(main, config, events)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lakeline-open") as pool:
         main_last, dead_last = pool.submit(main.last_commit), pool.submit(open_dead_letters)
         last, dead_record = main_last.result(), dead_last.result()
@@ -75,6 +76,25 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
     events.emit(RunStarted(pipeline=config.pipeline, action=plan.action, reason=plan.reason, lineage=plan.lineage,
                            spark_seconds=spark_seconds, read_seconds=time.monotonic() - started))
     return Start(plan, main, dead, ends)
+
+
+def apply_declared_schema(table: "LakeTable", config: "PipelineConfig", events: "Events") -> list[str]:
+    """Bring the main table to what the YAML declares before anything is written: add the fields it lacks, widen
+    what widens (ingest.evolution). A narrowing or incompatible change is refused (ConfigError) naming the column."""
+    from ingest.errors import ConfigError
+    from ingest.evolution import plan_changes
+    from ingest.transforms import table_schema
+
+    declared = format_for(config.sink.format).stored(table_schema(config))
+    changes, refusals = plan_changes(table.table_schema(), declared)
+    if refusals:
+        raise ConfigError(f"pipeline {config.pipeline}: its schema cannot be applied to {table.display_name} (nothing "
+                          "was written):\n  - " + "\n  - ".join(refusals))
+    if changes:
+        table.evolve(changes)
+        events.emit(SchemaEvolved(pipeline=config.pipeline, table=table.display_name,
+                                  changes=[c.describe() for c in changes]))
+    return [c.describe() for c in changes]
 
 
 def warm_up(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") -> float:

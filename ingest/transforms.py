@@ -15,10 +15,11 @@ from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (BinaryType, DateType, IntegerType, LongType, MapType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, DateType, IntegerType, LongType, MapType, StringType,
+                               StructField, StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
+from ingest.types import EVOLVED, table_type
 from ingest.spark import lakeline_class
 
 # Dead-letter reasons, in the order they are checked (the first that applies is recorded).
@@ -157,24 +158,55 @@ def kinesis_coordinates(kinesis_df: DataFrame) -> DataFrame:
 RECORD_DECODER = "io.lakeline.spark.RecordDecoder"
 
 
-def decoded_type(schema: RecordSchema) -> StructType:
+def decoder_struct(schema: RecordSchema, evolved: StructType | None = None) -> StructType:
+    """The record type the decoder reads: the declared fields with their marks (ingest.types), plus, in add mode,
+    the fields schema evolution added to the table (`evolved`: the table's record columns), marked so that a value
+    that does not fit them is a schema_violation."""
+    marked = StructType([f.struct_field() for f in schema.fields])
+    return marked if evolved is None else _graft(marked, evolved)
+
+
+def _graft(declared: DataType, table: DataType) -> DataType:
+    if isinstance(declared, StructType) and isinstance(table, StructType):
+        names = {f.name.lower() for f in declared.fields}
+        held = {f.name.lower(): f for f in table.fields}
+        fields = [StructField(f.name, _graft(f.dataType, held[f.name.lower()].dataType) if f.name.lower() in held
+                              else f.dataType, f.nullable, f.metadata) for f in declared.fields]
+        fields += [StructField(f.name, f.dataType, True, {EVOLVED: True}) for f in table.fields
+                   if f.name.lower() not in names]
+        return StructType(fields)
+    if isinstance(declared, ArrayType) and isinstance(table, ArrayType):
+        return ArrayType(_graft(declared.elementType, table.elementType), declared.containsNull)
+    if isinstance(declared, MapType) and isinstance(table, MapType):
+        return MapType(declared.keyType, _graft(declared.valueType, table.valueType), declared.valueContainsNull)
+    return declared
+
+
+def record_columns(config: PipelineConfig, table: StructType) -> StructType:
+    """The table's record columns: what it holds besides the columns the pipeline adds (partition, rescued data,
+    key, headers, coordinates, ingest time). In add mode these are the declared fields plus the evolved ones."""
+    added = set(table_schema(config).fieldNames()) - {f.name for f in config.record_schema.fields}
+    return StructType([f for f in table.fields if f.name not in added])
+
+
+def decoded_type(marked: StructType) -> StructType:
     """What the record decoder returns per record: the typed record (null for a bad one), the rescued undeclared
     fields as one JSON object, and the dead-letter reason and detail (null for a good one)."""
-    return StructType([StructField("record", record_struct(schema), True),
+    return StructType([StructField("record", table_type(marked), True),
                        StructField("rescued", StringType(), True),
                        StructField("error", StringType(), True),
                        StructField("detail", StringType(), True)])
 
 
-def record_decoder(spark: SparkSession, schema: RecordSchema) -> Column:
-    """`_raw` through Lakeline's record decoder (a Java UDF registered once per session and schema)."""
-    marked = StructType([f.struct_field() for f in schema.fields])
+def record_decoder(spark: SparkSession, schema: RecordSchema, evolved: StructType | None = None) -> Column:
+    """`_raw` through Lakeline's record decoder (a Java UDF registered once per session and record type)."""
+    marked = decoder_struct(schema, evolved)
     spec = json.dumps({"schema": json.loads(marked.json()), "max_bytes": schema.max_record_bytes,
                        "time_zone": spark.conf.get("spark.sql.session.timeZone")}, sort_keys=True)
     name = "lakeline_decode_" + hashlib.sha1(spec.encode()).hexdigest()[:12]
     if not spark.catalog.functionExists(name):
         decoder = lakeline_class(spark, RECORD_DECODER, lambda cls: cls(spec))  # a Java UDF with its config
-        return_type = spark._jsparkSession.parseDataType(decoded_type(schema).json())  # noqa: SLF001
+        return_type = spark._jsparkSession.parseDataType(decoded_type(marked).json())  # noqa: SLF001
         spark._jsparkSession.udf().register(name, decoder, return_type)  # noqa: SLF001
     return F.call_function(name, F.col("_raw"))
 
@@ -192,28 +224,32 @@ def fixed_timestamp(spark: SparkSession, at: datetime) -> Column:
     return Column(lakeline_class(spark, FIXED_INSTANT, lambda cls: cls.column(iso)))
 
 
-def decode(raw: DataFrame, schema: RecordSchema) -> DataFrame:
+def decode(raw: DataFrame, schema: RecordSchema, evolved: StructType | None = None) -> DataFrame:
     """Parse `_raw` as JSON against `schema`, in one strict pass per record (`record_decoder`). Adds the typed fields,
     `_rescued_data` (undeclared fields, top level and nested, as one JSON object of their original values keyed by
     path) and `_error` / `_error_detail` (null for good records). Never drops a record.
 
     Reasons, the first that applies: malformed_json (null, not one JSON object, trailing content, a repeated key),
     oversize, invalid_utf8, missing_required_field (names every such field), type_mismatch (names every field whose
-    value does not fit its type without loss, with the raw values). Costs per record: bench/results/."""
+    value does not fit its type without loss, with the raw values), schema_violation (add mode: a value that does not
+    fit a column schema evolution added). `evolved`: the table's record columns, in add mode. Costs per record:
+    bench/results/."""
     decoded = F.col("__decoded")
     # Two stages: the decoder once per record, then the columns taken from its result (Spark does not collapse a
     # projection that would call the UDF once per column).
-    staged = raw.select("*", record_decoder(raw.sparkSession, schema).alias("__decoded"))
-    fields = [decoded.getField("record").getField(f.name).alias(f.name) for f in schema.fields]
+    staged = raw.select("*", record_decoder(raw.sparkSession, schema, evolved).alias("__decoded"))
+    names = decoder_struct(schema, evolved).fieldNames()
+    fields = [decoded.getField("record").getField(name).alias(name) for name in names]
     return staged.select(*raw.columns, *fields, decoded.getField("rescued").alias("_rescued_data"),
                          decoded.getField("error").alias("_error"), decoded.getField("detail").alias("_error_detail"))
 
 
-def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column) -> DataFrame:
-    """Good records shaped as the main table's rows."""
+def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column,
+               evolved: StructType | None = None) -> DataFrame:
+    """Good records shaped as the main table's rows (with the columns schema evolution added, given `evolved`)."""
     good = decoded.filter(F.col("_error").isNull())
     part = config.sink.partition
-    columns = [F.col(f.name) for f in config.record_schema.fields]
+    columns = [F.col(name) for name in decoder_struct(config.record_schema, evolved).fieldNames()]
     if part is not None:
         source = F.col(part.source)
         columns.append((F.to_date(source) if part.transform == "day" else source).alias(part.column))

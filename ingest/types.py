@@ -20,6 +20,7 @@ JSON_TEXT = "lakeline_json"          # a `json` field: any JSON value, kept as i
 JSON_NAME = "lakeline_json_name"     # the JSON key, when it differs from the column name
 REQUIRED = "lakeline_required"       # a top-level `required: true`
 TIME_FORMAT = "lakeline_time_format" # how timestamps in this field are written (TIME_FORMATS)
+EVOLVED = "lakeline_evolved"         # added by schema evolution: a value that does not fit is a schema_violation
 
 TIME_FORMATS = ("iso", "epoch_seconds", "epoch_millis", "epoch_micros")
 

@@ -20,9 +20,10 @@ from ingest.errors import ConfigError, LakelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
+    from ingest.evolution import SchemaChange
     from ingest.settings import Settings
 
 FORMAT_NAMES = ("delta", "iceberg")
@@ -116,9 +117,32 @@ class LakeTable(ABC):
         """The table's current schema, as the table has it (not as config declares it)."""
         return self.read().schema
 
+    @property
     @abstractmethod
+    def sql_name(self) -> str:
+        """How Spark SQL names this table in ALTER TABLE."""
+
     def add_columns(self, columns: "StructType") -> None:
-        """Add nullable columns (schema evolution); columns the table already has are an error."""
+        """Add nullable top-level columns; columns the table already has are an error."""
+        from ingest.evolution import SchemaChange
+
+        self.evolve([SchemaChange("add", (f.name,), f.dataType) for f in columns.fields])
+
+    def evolve(self, changes: "list[SchemaChange]") -> None:
+        """Apply schema changes (`ingest.evolution.plan_changes`): add nullable (nested) fields, widen types with
+        the format's own evolution. Each change is its own table commit; none rewrites data."""
+        from ingest.types import quote, to_ddl
+
+        for change in changes:
+            column = ".".join(quote(part) for part in change.path)
+            if change.kind == "add":
+                self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({column} {to_ddl(change.data_type)})")
+            else:
+                self.widen(column, change.data_type)
+
+    def widen(self, column: str, data_type: "DataType") -> None:
+        """Change a column to a wider type (int->long, float->double, decimal precision up)."""
+        self.spark.sql(f"ALTER TABLE {self.sql_name} ALTER COLUMN {column} TYPE {data_type.simpleString()}")
 
     # ---- maintenance's side ----------------------------------------------------------------------------------
     @abstractmethod
@@ -173,6 +197,10 @@ class TableFormat(ABC):
         """A throwaway table under a local `directory` for warming up the write path, or None when the format
         needs a catalog for any table."""
         return None
+
+    def stored(self, data_type: "DataType") -> "DataType":
+        """What the table will hold for a declared type (Iceberg has no tinyint/smallint: they are int there)."""
+        return data_type
 
     @abstractmethod
     def classify(self, exc: BaseException) -> type[LakelineError] | None:

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from ingest.commits import CommitRecord
 from ingest.errors import CommitConflict, LakelineError
-from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
-                            java_raised, utc_from_millis)
+from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, java_raised,
+                             utc_from_millis)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
     from ingest.settings import Settings
@@ -213,8 +213,14 @@ class DeltaLakeTable(LakeTable):
     def read(self) -> "DataFrame":
         return self.spark.read.format("delta").load(self.location)
 
-    def add_columns(self, columns: "StructType") -> None:
-        self.spark.sql(f"ALTER TABLE delta.`{self.location}` ADD COLUMNS ({ddl_columns(columns)})")
+    @property
+    def sql_name(self) -> str:
+        return f"delta.`{self.location}`"
+
+    def widen(self, column: str, data_type: "DataType") -> None:
+        """Delta's type widening (a table feature, enabled on first use): no data file is rewritten."""
+        self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        super().widen(column, data_type)
 
     # ---- maintenance's side ----------------------------------------------------------------------------------
     def measure(self, partition_column: str | None) -> TableFiles:

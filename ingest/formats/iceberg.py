@@ -15,7 +15,7 @@ from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableF
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
     from ingest.settings import Settings
@@ -47,6 +47,20 @@ def iceberg_catalog(settings: "Settings"):
 
 class IcebergFormat(TableFormat):
     name = "iceberg"
+
+    def stored(self, data_type: "DataType") -> "DataType":
+        """Iceberg has no tinyint or smallint: Spark writes them as int."""
+        from pyspark.sql.types import ArrayType, ByteType, IntegerType, MapType, ShortType, StructField, StructType
+
+        if isinstance(data_type, (ByteType, ShortType)):
+            return IntegerType()
+        if isinstance(data_type, StructType):
+            return StructType([StructField(f.name, self.stored(f.dataType), f.nullable) for f in data_type.fields])
+        if isinstance(data_type, ArrayType):
+            return ArrayType(self.stored(data_type.elementType), data_type.containsNull)
+        if isinstance(data_type, MapType):
+            return MapType(data_type.keyType, self.stored(data_type.valueType), data_type.valueContainsNull)
+        return data_type
     version_noun = "snapshots"
     metadata_noun = "metadata"
 
@@ -136,8 +150,9 @@ class IcebergLakeTable(LakeTable):
     def read(self) -> "DataFrame":
         return self.spark.table(self.identifier)
 
-    def add_columns(self, columns: "StructType") -> None:
-        self.spark.sql(f"ALTER TABLE {self.identifier} ADD COLUMNS ({ddl_columns(columns)})")
+    @property
+    def sql_name(self) -> str:
+        return self.identifier
 
     # ---- maintenance's side ----------------------------------------------------------------------------------
     def _location(self) -> str:

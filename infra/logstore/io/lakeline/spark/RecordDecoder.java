@@ -73,7 +73,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     static final String MALFORMED = "malformed_json", OVERSIZE = "oversize", INVALID_UTF8 = "invalid_utf8",
-            MISSING = "missing_required_field", MISMATCH = "type_mismatch";
+            MISSING = "missing_required_field", MISMATCH = "type_mismatch", VIOLATION = "schema_violation";
 
     private final String schemaJson;
     private final long maxBytes;
@@ -141,6 +141,10 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             return failed(MISMATCH, "wrong type for: " + String.join(", ", ctx.mismatched.keySet()) + " (raw: "
                     + jsonObject(ctx.mismatched) + ")");
         }
+        if (!ctx.violations.isEmpty()) {
+            return failed(VIOLATION, "does not fit the column schema evolution added: "
+                    + String.join(", ", ctx.violations.keySet()) + " (raw: " + jsonObject(ctx.violations) + ")");
+        }
         return RowFactory.create(record, ctx.rescued.isEmpty() ? null : jsonObject(ctx.rescued), null, null);
     }
 
@@ -189,6 +193,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         final List<String> missing = new ArrayList<>();
         final Map<String, String> mismatched = new LinkedHashMap<>();
         final Map<String, String> rescued = new LinkedHashMap<>();
+        final Map<String, String> violations = new LinkedHashMap<>();
         String malformed;
 
         Context(byte[] raw) {
@@ -203,6 +208,14 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             parser.finishToken();  // a string is read lazily: its end is known only once it is read
             int end = (int) parser.currentLocation().getByteOffset();
             return new String(raw, start, end - start, StandardCharsets.UTF_8);
+        }
+
+        /** The mismatches recorded after the first `keep` become schema violations. */
+        void moveNewestMismatches(int keep) {
+            List<String> paths = new ArrayList<>(mismatched.keySet());
+            for (String path : paths.subList(keep, paths.size())) {
+                violations.put(path, mismatched.remove(path));
+            }
         }
 
         Object mismatch(String path, JsonParser parser) throws IOException {
@@ -282,6 +295,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         private final String[] fieldNames;
         private final Reader[] readers;
         private final boolean[] required;
+        private final boolean[] evolved;
         private final Map<String, Integer> index = new HashMap<>();
         private final String path;
 
@@ -296,6 +310,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             fieldNames = new String[fields.length];
             readers = new Reader[fields.length];
             required = new boolean[fields.length];
+            evolved = new boolean[fields.length];
             for (int i = 0; i < fields.length; i++) {
                 StructField field = fields[i];
                 Metadata meta = field.metadata();
@@ -306,6 +321,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                 readers[i] = Reader.of(field.dataType(), meta, names[i], zone, timeFormat);
                 required[i] = top ? meta.contains("lakeline_required") && meta.getBoolean("lakeline_required")
                         : !field.nullable();
+                evolved[i] = meta.contains("lakeline_evolved") && meta.getBoolean("lakeline_evolved");
             }
         }
 
@@ -355,7 +371,18 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                     ctx.malformed = "repeated key: " + names[i];
                 }
                 seen[i] = true;
-                values[i] = value == JsonToken.VALUE_NULL ? null : readers[i].read(parser, value, ctx, names[i]);
+                if (value == JsonToken.VALUE_NULL) {
+                    values[i] = null;
+                } else if (evolved[i]) {
+                    // A field schema evolution added: a value that does not fit it is a schema violation.
+                    int before = ctx.mismatched.size();
+                    values[i] = readers[i].read(parser, value, ctx, names[i]);
+                    if (ctx.mismatched.size() > before) {
+                        ctx.moveNewestMismatches(before);
+                    }
+                } else {
+                    values[i] = readers[i].read(parser, value, ctx, names[i]);
+                }
             }
             if (token != JsonToken.END_OBJECT) {
                 throw new IOException("unexpected " + token + " in an object");
