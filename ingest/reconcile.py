@@ -31,6 +31,7 @@ class ReconcileReport:
     duplicate_sample: list[dict] = field(default_factory=list)
     per_partition: list[dict] = field(default_factory=list)
     commits: int = 0
+    replayed: int = 0  # dead letters a replay appended to the main table (counted once, in rows)
     ranges_contiguous: bool = True
     ranges_non_overlapping: bool = True
     range_problems: list[str] = field(default_factory=list)
@@ -67,7 +68,7 @@ def _reconcile_kinesis(config: PipelineConfig, settings: Settings, spark: "Spark
     names = ["_stream", "_shard", "_sequence"]
     main, dead = tables_for(spark, config, settings)
     table = main.read().select(*names)
-    letters = dead.read()
+    letters, replayed = _pending(spark, config, settings, main, dead, names)
     coords = table.unionByName(letters.select(*names)).cache()
     expected = spark.createDataFrame([(s, h, pad_sequence(q)) for s, h, q in retained],
                                      "_stream string, _shard string, _sequence string").cache()
@@ -93,9 +94,9 @@ def _reconcile_kinesis(config: PipelineConfig, settings: Settings, spark: "Spark
                       "landed": held.get((t, p), 0)} for (t, p), (low, high, n) in sorted(spans.items())]
     commits = main.commits()
     contiguous, non_overlapping, problems = check_ranges(commits, {k: v[0] for k, v in spans.items()})
-    return ReconcileReport(config.pipeline, len(retained), rows, dead_letters, int(duplicates), missing,
-                           out_of_range, by_reason, missing_sample, dup_sample, per_partition, len(commits),
-                           contiguous, non_overlapping, problems)
+    return ReconcileReport(config.pipeline, len(retained), rows, dead_letters, int(duplicates) + replayed[1],
+                           missing, out_of_range, by_reason, missing_sample, dup_sample, per_partition, len(commits),
+                           replayed[0], contiguous, non_overlapping, problems)
 
 
 def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession") -> ReconcileReport:
@@ -110,7 +111,7 @@ def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession")
     ranges = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
     main, dead = tables_for(spark, config, settings)
     table = main.read().select("_topic", "_kafka_partition", "_offset")
-    letters = dead.read()
+    letters, replayed = _pending(spark, config, settings, main, dead, ["_topic", "_kafka_partition", "_offset"])
     coords = table.unionByName(letters.select("_topic", "_kafka_partition", "_offset")).cache()
     try:
         rows, dead_letters = table.count(), letters.count()
@@ -147,9 +148,24 @@ def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession")
 
     commits = main.commits()
     contiguous, non_overlapping, problems = check_ranges(commits, {k: v[0] for k, v in ranges.items()})
-    return ReconcileReport(config.pipeline, produced, rows, dead_letters, int(duplicates), missing, out_of_range,
-                           by_reason, missing_sample, dup_sample, per_partition, len(commits), contiguous,
-                           non_overlapping, problems)
+    return ReconcileReport(config.pipeline, produced, rows, dead_letters, int(duplicates) + replayed[1], missing,
+                           out_of_range, by_reason, missing_sample, dup_sample, per_partition, len(commits),
+                           replayed[0], contiguous, non_overlapping, problems)
+
+
+def _pending(spark, config: PipelineConfig, settings: Settings, main, dead, names: list[str]):
+    """(the dead letters not replayed yet, (replayed, unaccounted)): a dead letter the main table also holds was
+    replayed, up to the rows the replays' own commit records declare; any more are duplicates."""
+    from ingest.formats import format_for
+    from ingest.replay import pending_dead_letters, replay_pipeline
+
+    letters = dead.read()
+    pending = pending_dead_letters(letters, main.read(), names)
+    overlap = letters.count() - pending.count()
+    fmt = format_for(config.sink.format)
+    replays = fmt.open(spark, fmt.ref(config, settings), pipeline=replay_pipeline(config)).commits()
+    declared = sum(record.rows for record in replays)
+    return pending, (min(overlap, declared), max(0, overlap - declared))
 
 
 def check_ranges(commits, low_watermarks: dict) -> tuple[bool, bool, list[str]]:

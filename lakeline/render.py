@@ -14,6 +14,7 @@ from maintenance.policy import format_size
 
 if TYPE_CHECKING:
     from ingest.reconcile import ReconcileReport
+    from ingest.replay import ReplayReport
     from maintenance.drill import DrillReport
     from maintenance.policy import TableHealth
 
@@ -55,6 +56,7 @@ def reconcile(report: "ReconcileReport") -> Group:
             ("dead_letters", report.dead_letters, str(report.dead_letters_by_reason)),
             ("duplicates", report.duplicates, ""), ("missing", report.missing, ""),
             ("out_of_range", report.out_of_range, "landed offsets no longer in the topic's retained range"),
+            ("replayed", report.replayed, "dead letters a replay appended (counted once, in rows)"),
             ("commits", report.commits, f"contiguous={report.ranges_contiguous} "
                                         f"non_overlapping={report.ranges_non_overlapping}")):
         rows.add_row(name, f"{value:,}", note)
@@ -80,3 +82,26 @@ def drill(report: "DrillReport") -> Group:
         problems += [Text(f"  ! {s.scenario}: {problem}") for problem in s.problems]
     return Group(Text(f"drill {report.run_id} of pipeline {report.pipeline}"), rows, *problems,
                  Text(f"drill {'PASSED' if report.passed else 'FAILED'}"))
+
+
+def dead_letters(rows: list[dict]) -> Group:
+    """Dead letters not replayed yet: where, why, and the start of the payload."""
+    if not rows:
+        return Group(Text("no dead letters waiting"))
+    coordinates = [k for k in rows[0] if k not in ("_error", "_error_detail", "_ingested_at", "raw")]
+    table = _table(*[c.lstrip("_") for c in coordinates], "reason", "detail", "raw")
+    for row in rows:
+        raw = (row["raw"] or "")[:60]
+        table.add_row(*[str(row[c]) for c in coordinates], row["_error"], (row["_error_detail"] or "")[:80], raw)
+    return Group(table)
+
+
+def replay(report: "ReplayReport") -> Group:
+    """What a replay found and did (or would do)."""
+    verb = "appended" if report.applied else "would append (dry run; --apply appends)"
+    lines = [f"replay {report.pipeline}: {report.selected:,} dead letters selected, {report.already_replayed:,} "
+             f"already replayed, {report.now_parse:,} parse now: {verb}"]
+    for reason, count in sorted(report.still_failing.items()):
+        lines.append(f"  still failing: {count:,} {reason}")
+    lines += [f"    {s}" for s in report.sample_still_failing]
+    return Group(*[Text(line) for line in lines])

@@ -1,0 +1,54 @@
+"""`lakeline dead-letters show|replay`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from ingest.errors import ConfigError, ExitCode
+from lakeline.commands import load, pipeline_arg
+from lakeline.output import output_arg, output_of
+
+
+def register(sub) -> None:
+    letters = sub.add_parser("dead-letters", help="see the dead letters, or replay them after a schema fix",
+                             description="show: the dead letters not replayed yet, newest first, with their reason, "
+                                         "detail and raw payload. replay: decode them again with the pipeline's "
+                                         "current schema and append the ones that parse now to the main table, "
+                                         "exactly once, safe while the stream runs (a second replay adds nothing). "
+                                         "A dry run unless --apply. Dead letters are never deleted; reconcile counts "
+                                         "a replayed one once, in the main table.")
+    letters.add_argument("action", choices=["show", "replay"])
+    pipeline_arg(letters)
+    letters.add_argument("--reason", metavar="R", help="only this reason, e.g. type_mismatch")
+    letters.add_argument("--since", metavar="ISO", help="replay: only dead letters ingested at or after this time")
+    letters.add_argument("--limit", type=int, default=20, metavar="N", help="show: at most N (default 20)")
+    letters.add_argument("--apply", action="store_true", help="replay: append (default: dry run, report only)")
+    output_arg(letters)
+    letters.set_defaults(run=run)
+
+
+def _since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"--since {value!r} is not an ISO-8601 time, e.g. 2026-11-24T10:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def run(args) -> ExitCode:
+    from ingest import replay
+    from ingest.spark import build_spark
+    from lakeline import render
+
+    config, settings = load(args)
+    out = output_of(args)
+    spark = build_spark(settings, f"lakeline-dead-letters-{args.action}")
+    if args.action == "show":
+        rows = replay.show(spark, config, settings, args.reason, args.limit)
+        out.result(rows, lambda: render.dead_letters(rows))
+        return ExitCode.OK
+    report = replay.replay(spark, config, settings, args.reason, _since(args.since), apply=args.apply)
+    out.result(report.to_json(), lambda: render.replay(report))
+    return ExitCode.OK
