@@ -9,9 +9,9 @@ import sys
 
 from ingest.errors import ExitCode, LakelineError
 from lakeline import logs
-from lakeline.commands import checkpoint, deadletters, demo, dev, drill, pipeline, tables
+from lakeline.commands import checkpoint, deadletters, demo, dev, drill, pipeline, schema, tables
 
-COMMAND_GROUPS = (dev, pipeline, deadletters, checkpoint, drill, tables, demo)
+COMMAND_GROUPS = (dev, pipeline, schema, deadletters, checkpoint, drill, tables, demo)
 
 
 def _epilog() -> str:

@@ -113,6 +113,16 @@ def test_nested_webhooks_land_exactly_and_read_back_through_spark_and_duckdb(fmt
     assert "customer.tags" in details["type_mismatch"] or "received_at" in details["type_mismatch"]
     assert datetime.now(UTC) > sample["occurred_at"].replace(tzinfo=UTC)
 
+    # schema infer reads the topic and proposes a block that loads; schema diff finds nothing to change.
+    from ingest.schema_tools import diff, infer_schema, sample as sample_source
+
+    proposed = {f["name"]: f for f in infer_schema(sample_source(config, settings, 500)).fields}
+    assert proposed["timestamp"]["json_name"] == "@timestamp" and proposed["timestamp"]["type"] == "timestamp"
+    assert proposed["order"]["type"].startswith("struct<id:string,total:double,currency:string,items:array<struct<")
+    assert proposed["event_id"]["json_name"] == "event-id"
+    same = diff(spark, config, settings)
+    assert same.exists and (same.changes, same.refusals, same.table_only) == ([], [], [])
+
 
 def _send_with_headers(config, settings, count: int) -> None:
     from confluent_kafka import Producer
@@ -126,3 +136,34 @@ def _send_with_headers(config, settings, count: int) -> None:
         producer.produce(config.source.topics[0], value=json.dumps(event).encode(), key=f"k{i}".encode(),
                          headers=[("trace", f"t{i}".encode()), ("source", b"test")])
     assert producer.flush(30) == 0
+
+
+def test_every_strict_json_case_gets_its_reason_end_to_end(conf_dir, settings, spark):
+    """The unit tests' strict-JSON payloads through the real broker into a Delta table: each lands as a row or
+    as a dead letter with the reason and detail the unit test names. About 15 s."""
+    from confluent_kafka import Producer
+
+    from ingest.adapters.kafka_admin import KafkaAdmin, librdkafka_config
+    from tests.helpers import pipeline_dict, write_pipeline
+    from tests.unit.test_transforms import STRICT_CASES
+
+    data = pipeline_dict("delta")
+    config = load_pipeline(write_pipeline(conf_dir, data))
+    topic = config.source.topics[0]
+    KafkaAdmin(settings).ensure_topic(topic, 1)
+    producer = Producer(librdkafka_config(settings))
+    for payload, _reason, _detail in STRICT_CASES:
+        producer.produce(topic, value=payload)
+    assert producer.flush(30) == 0
+    Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
+
+    main, dead = tables_for(spark, config, settings)
+    landed = {r["_offset"]: None for r in main.read().select("_offset").collect()}
+    landed.update({r["_offset"]: (r["_error"], r["_error_detail"]) for r in dead.read().collect()})
+    assert sorted(landed) == list(range(len(STRICT_CASES)))
+    for offset, (payload, reason, detail) in enumerate(STRICT_CASES):
+        got = landed[offset]
+        assert (got and got[0]) == reason, (payload, got)
+        if detail is not None:
+            assert detail in got[1], (payload, got)
+    assert reconcile(config, settings, spark).exact

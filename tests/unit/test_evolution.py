@@ -78,3 +78,28 @@ def test_additions_type_new_fields_from_their_values_at_their_path():
         "add promo struct<code:string,pct:bigint>",  # `bad-key` is not a column name: it stays rescued
         "add tags array<string>"]
     # `@version` (not a column name), `attrs.x.y` (under a map), an empty array and a null give nothing to add
+
+
+def test_infer_proposes_a_schema_block_from_sample_payloads():
+    import json
+
+    import yaml
+
+    from ingest.config import RecordSchema
+    from ingest.schema_tools import infer_schema
+
+    records = [json.dumps({"@timestamp": "2026-11-20T10:15:00.123Z", "id": 1, "day": "2026-11-20",
+                           "order": {"total": 12.5, "items": [{"sku": "a", "qty": 2}]}, "tag": None}).encode(),
+               json.dumps({"@timestamp": "2026-11-20T11:00:00Z", "id": 2.5, "day": "2026-11-21",
+                           "order": {"total": 3, "items": [], "note": "x"}, "extra": True}).encode(),
+               b"not json", b"[1, 2]"]
+    inferred = infer_schema(records)
+    assert (inferred.sampled, inferred.not_json) == (4, 2)
+    fields = {f["name"]: f for f in inferred.fields}
+    assert fields["timestamp"] == {"name": "timestamp", "json_name": "@timestamp", "type": "timestamp",
+                                   "required": True}
+    assert fields["id"]["type"] == "double" and fields["day"]["type"] == "date"
+    assert fields["order"]["type"] == "struct<total:double,items:array<struct<sku:string,qty:bigint>>,note:string>"
+    assert "required" not in fields["extra"] and fields["tag"]["type"] == "string"  # all null: string, optional
+    block = yaml.safe_load(inferred.yaml())
+    assert RecordSchema.model_validate(block["schema"]).fields[0].json_name == "@timestamp"  # it loads as is
