@@ -68,6 +68,26 @@ def events_of(path: Path, *kinds: type) -> list:
     return [event for event in read_events(complete) if isinstance(event, kinds)]
 
 
+def wait_for(check, what: str, timeout: float = 180, every: float = 1.0) -> None:
+    """Poll `check` until it holds, or fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def row_count(table) -> int:
+    """Rows in a LakeTable; -1 while the stream has not created it yet."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return table.read().count()
+    except AnalysisException:
+        return -1
+
+
 @dataclass
 class Produced:
     """What a background producer has sent so far."""

@@ -21,7 +21,7 @@ from ingest.events import (BatchCommitted, BatchReplayed, RunFinished, RunStarte
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import events_of, kill_loop, pipeline_dict, write_pipeline
+from tests.helpers import events_of, kill_loop, pipeline_dict, row_count, wait_for, write_pipeline
 
 pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
@@ -141,7 +141,7 @@ def test_schema_drift_while_the_stream_runs(fmt, conf_dir, settings, spark):
     runner = threading.Thread(target=lambda: pipeline.run(install_signal_handlers=False), daemon=True)
     runner.start()
     main, dead = tables_for(spark, config, settings)
-    _wait_for(lambda: _count(main) >= 495, "first records to land")
+    wait_for(lambda: row_count(main) >= 495, "first records to land")
 
     producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
     base = {"event_id": "e", "event_time": "2026-11-20T10:00:00Z", "customer_id": "c", "order_id": "o",
@@ -153,7 +153,7 @@ def test_schema_drift_while_the_stream_runs(fmt, conf_dir, settings, spark):
         producer.produce(config.source.topics[0], json.dumps({**base, "event_id": f"type-{i}",
                                                                "amount": {"value": 1.5}}).encode())
     assert producer.flush(30) == 0
-    _wait_for(lambda: _count(main) >= 520 and _count(dead) >= 10, "drifted records to land")
+    wait_for(lambda: row_count(main) >= 520 and row_count(dead) >= 10, "drifted records to land")
     assert runner.is_alive(), "the stream must keep running through schema drift"
     pipeline.request_stop()
     runner.join(120)
@@ -164,24 +164,6 @@ def test_schema_drift_while_the_stream_runs(fmt, conf_dir, settings, spark):
     assert len(letters) == 10 and all("amount" in r["_error_detail"] for r in letters)
     report = reconcile(config, settings, spark)
     assert report.exact and report.produced == 530
-
-
-def _count(sink) -> int:
-    from pyspark.errors import AnalysisException
-
-    try:
-        return sink.read().count()
-    except AnalysisException:  # the stream has not created the table yet
-        return 0
-
-
-def _wait_for(check, what, timeout=180):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.mark.heavy  # Delta in CI; Iceberg (the same batch code, another sink) in the soak run
@@ -275,19 +257,19 @@ def test_warm_standby_takes_over_after_kill_minus_9_and_a_second_driver_is_refus
                                stderr=subprocess.STDOUT)
     standby = None
     try:
-        _wait_for(lambda: events_of(streams["primary"], BatchCommitted), "the driver's first batch", timeout=240)
+        wait_for(lambda: events_of(streams["primary"], BatchCommitted), "the driver's first batch", timeout=240)
         second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert second.returncode == ExitCode.REFUSED and f"another driver (pid {primary.pid})" in second.stderr, \
             second.stderr
         standby = subprocess.Popen(cmd + ["--standby", "--events", str(streams["standby"])],
                                    stdout=open(logs["standby"], "w"), stderr=subprocess.STDOUT)
-        _wait_for(lambda: events_of(streams["standby"], StandbyReady), "the standby to warm up", timeout=240)
+        wait_for(lambda: events_of(streams["standby"], StandbyReady), "the standby to warm up", timeout=240)
         assert not events_of(streams["standby"], StandbyTakingOver)  # the driver still holds the lock
         bad += produce(config, settings, 2000, bad_ratio=0.02, seed=42).bad_total
         primary.send_signal(signal.SIGKILL)
         primary.wait(30)
-        _wait_for(lambda: events_of(streams["standby"], StandbyTakingOver), "the standby to take over", timeout=30)
-        _wait_for(lambda: events_of(streams["standby"], BatchCommitted, BatchReplayed), "a batch from the standby",
+        wait_for(lambda: events_of(streams["standby"], StandbyTakingOver), "the standby to take over", timeout=30)
+        wait_for(lambda: events_of(streams["standby"], BatchCommitted, BatchReplayed), "a batch from the standby",
                   timeout=120)
         standby.send_signal(signal.SIGTERM)
         assert standby.wait(120) == 0, logs["standby"].read_text()[-3000:]

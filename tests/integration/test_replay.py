@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -15,7 +14,7 @@ from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
 from ingest.replay import replay, show
-from tests.helpers import BASE_SCHEMA, pipeline_dict, write_pipeline
+from tests.helpers import BASE_SCHEMA, pipeline_dict, row_count, wait_for, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -24,24 +23,6 @@ def _order(i: int, **extra) -> dict:
     event = {"event_id": f"e{i}", "event_time": "2026-11-20T10:00:00Z", "customer_id": "c", "order_id": f"o{i}",
              "amount": 1.5, **extra}
     return {k: v for k, v in event.items() if v is not None}
-
-
-def _count(table) -> int:
-    from pyspark.errors import AnalysisException
-
-    try:
-        return table.read().count()
-    except AnalysisException:  # not created yet by the stream
-        return -1
-
-
-def _wait_for(check, what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
@@ -58,7 +39,7 @@ def test_replay_after_a_schema_fix_twice_beside_a_running_stream_is_exact(fmt, c
     runner = threading.Thread(target=lambda: stream.run(install_signal_handlers=False), daemon=True)
     runner.start()
     main, dead = tables_for(spark, config, settings)
-    _wait_for(lambda: _count(main) == 200 and _count(dead) == 25, "the first records to land")
+    wait_for(lambda: row_count(main) == 200 and row_count(dead) == 25, "the first records to land")
     waiting = show(spark, config, settings, reason="missing_required_field", limit=50)
     assert len(waiting) == 20 and all("order_id" in row["_error_detail"] for row in waiting)
 
@@ -77,7 +58,7 @@ def test_replay_after_a_schema_fix_twice_beside_a_running_stream_is_exact(fmt, c
     more = tmp_path / "more.jsonl"
     more.write_text("".join(json.dumps(_order(i)) + "\n" for i in range(220, 270)))
     produce(config, settings, 0, from_file=more)
-    _wait_for(lambda: _count(main) == 270, "the stream to go on beside the replays")
+    wait_for(lambda: row_count(main) == 270, "the stream to go on beside the replays")
     assert runner.is_alive()
     stream.request_stop()
     runner.join(120)

@@ -308,3 +308,31 @@ def test_timestamps_without_a_zone_are_read_in_the_session_time_zone(spark):
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert [r["s"] for r in rows] == [1795198500, 1795169700]  # 10:15 in LA is 18:15 UTC
+
+
+def test_source_metadata_lands_as_key_and_headers_on_both_sources(spark):
+    """Kafka: the key and the headers (a repeated name keeps its last value); Kinesis: the partition key."""
+    from pyspark.sql import functions as F
+
+    from ingest.transforms import kafka_coordinates, kinesis_coordinates
+
+    kafka = spark.createDataFrame(
+        [("orders", 0, 7, datetime(2026, 11, 20), b"k1", json.dumps(GOOD).encode(),
+          [("trace", b"t1"), ("trace", b"t2"), ("src", b"web")])],
+        "topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
+        "headers array<struct<key:string,value:binary>>")
+    spec = pipeline_dict("delta", name="meta")
+    spec["source"].update(include_key="string", include_headers=True)
+    config = PipelineConfig.model_validate(spec)
+    row = table_rows(decode(kafka_coordinates(kafka), config.record_schema), config, F.current_timestamp()).first()
+    assert row["_key"] == "k1" and {k: bytes(v) for k, v in row["_headers"].items()} == {"trace": b"t2",
+                                                                                         "src": b"web"}
+    kinesis = spark.createDataFrame(
+        [("orders", "shardId-0", "0" * 55 + "1", datetime(2026, 11, 20), "customer-9", json.dumps(GOOD).encode())],
+        "stream string, shard_id string, sequence_number string, approximate_arrival_timestamp timestamp, "
+        "partition_key string, data binary")
+    spec = pipeline_dict("delta", name="meta_kinesis")
+    spec["source"] = {"kind": "kinesis", "stream": "orders", "include_key": "binary"}
+    config = PipelineConfig.model_validate(spec)
+    row = table_rows(decode(kinesis_coordinates(kinesis), config.record_schema), config, F.current_timestamp()).first()
+    assert bytes(row["_key"]) == b"customer-9" and "_headers" not in row.asDict()
