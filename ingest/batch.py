@@ -125,8 +125,8 @@ class BatchCommitter:
                                     else self._main_end.get((r[0], r[1]), int(r["first"]))) for r in cover}
             batch_end = {(r[0], r[1]): int(r["last"]) + 1 for r in cover}
             rescued = sum(r["rescued"] for r in cover)
-            if self.config.record_schema.evolution == "add" and rescued:
-                evolved = self._evolve(decoded, coords, batch_id)
+            if self.config.record_schema.evolution == "add" and (rescued or self.evolved != self.plan_evolved):
+                evolved = self._evolve(decoded, coords, batch_id, rescued)
                 if evolved is not None:
                     evolved_here = True
                     decoded.unpersist()
@@ -167,20 +167,22 @@ class BatchCommitter:
             decoded.unpersist()
         report.seconds = time.monotonic() - started
 
-    def _evolve(self, decoded: "DataFrame", coords, batch_id: int) -> "DataFrame | None":
+    def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
-        with them (None: nothing to add). The schema commits before the data: a crash in between leaves columns
-        that a replay of the batch fills."""
+        with them; also decode it again when an earlier batch of this query added columns its plan does not know
+        (None: nothing to do). The schema commits before the data: a crash in between leaves columns that a replay
+        of the batch fills."""
         from pyspark.sql import functions as F
 
         from ingest.events import SchemaEvolved
         from ingest.evolution import additions
-        from ingest.transforms import decode, is_new, raw_fields, record_columns
+        from ingest.transforms import decode, is_new, raw_fields, record_columns, table_schema
 
-        texts = [r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
-                                              & is_new(self._main_end, coords))
-                 .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
-        changes = additions(texts, self.evolved)
+        texts = [] if not rescued else [
+            r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
+                                         & is_new(self._main_end, coords))
+            .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
+        changes = additions(texts, self.evolved, reserved=table_schema(self.config).fieldNames())
         if changes:
             self.main.evolve(changes)
             self.events.emit(SchemaEvolved(pipeline=self.config.pipeline, table=self.main.display_name,

@@ -162,15 +162,19 @@ def _walk(table: StructType, steps: list[str]) -> tuple[tuple[str, ...], str] | 
     return None  # the field exists (a rescued key never names an existing field)
 
 
-def additions(rescued: list[str], table: StructType) -> list[SchemaChange]:
+def additions(rescued: list[str], table: StructType, reserved: list[str] = ()) -> list[SchemaChange]:
     """The fields to add for a batch's `_rescued_data` objects (paths as the record decoder writes them, e.g.
-    `coupon`, `customer.since`, `items[3].color`), typed from every value seen, in first-seen order."""
-    found: dict[tuple[str, ...], DataType | None] = {}
+    `coupon`, `customer.since`, `items[3].color`), typed from every value seen, in first-seen order. `table` holds
+    the record columns; `reserved` the other top-level names the table has (partition, pipeline columns): a field
+    by such a name stays rescued. Names compare case-insensitively, as Spark's do."""
+    taken = {name.lower() for name in reserved}
+    found: dict[tuple[str, ...], tuple[tuple[str, ...], DataType | None]] = {}
     for text in rescued:
         for path, value in json.loads(text).items():
             spot = _walk(table, _steps(path))
-            if spot is None:
+            if spot is None or (not spot[0] and spot[1].lower() in taken):
                 continue
-            key = (*spot[0], spot[1])
-            found[key] = merge(found.get(key), infer(value))
-    return [SchemaChange("add", path, data_type) for path, data_type in found.items() if data_type is not None]
+            key = tuple(step.lower() for step in (*spot[0], spot[1]))
+            named, data_type = found.get(key, ((*spot[0], spot[1]), None))
+            found[key] = (named, merge(data_type, infer(value)))
+    return [SchemaChange("add", path, data_type) for path, data_type in found.values() if data_type is not None]

@@ -154,18 +154,21 @@ def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession")
 
 
 def _pending(spark, config: PipelineConfig, settings: Settings, main, dead, names: list[str]):
-    """(the dead letters not replayed yet, (replayed, unaccounted)): a dead letter the main table also holds was
-    replayed, up to the rows the replays' own commit records declare; any more are duplicates."""
-    from ingest.formats import format_for
-    from ingest.replay import pending_dead_letters, replay_pipeline
+    """(the dead letters not replayed yet, (replayed, duplicates)). A record in both tables was replayed when its
+    row landed later than its dead letter; a batch writes both tables with one ingest time, so a record the
+    pipeline itself put in both would show the same time: that is a duplicate. The data decides, so this holds
+    after retention has removed old commit history."""
+    from pyspark.sql import functions as F
+
+    from ingest.replay import pending_dead_letters
 
     letters = dead.read()
     pending = pending_dead_letters(letters, main.read(), names)
-    overlap = letters.count() - pending.count()
-    fmt = format_for(config.sink.format)
-    replays = fmt.open(spark, fmt.ref(config, settings), pipeline=replay_pipeline(config)).commits()
-    declared = sum(record.rows for record in replays)
-    return pending, (min(overlap, declared), max(0, overlap - declared))
+    both = letters.select(*names, F.col("_ingested_at").alias("__dead_at")).join(
+        main.read().select(*names, F.col("_ingested_at").alias("__row_at")), names)
+    counts = both.agg(F.sum((F.col("__row_at") > F.col("__dead_at")).cast("long")).alias("replayed"),
+                      F.sum((F.col("__row_at") <= F.col("__dead_at")).cast("long")).alias("twice")).first()
+    return pending, (int(counts["replayed"] or 0), int(counts["twice"] or 0))
 
 
 def check_ranges(commits, low_watermarks: dict) -> tuple[bool, bool, list[str]]:

@@ -2,12 +2,14 @@
 columns added in add mode) and append the ones that now parse to the main table, exactly once, beside a running
 stream.
 
-Exactly once: a dead letter whose coordinates the main table already holds has been replayed and is never read
-again (an anti-join on the source coordinates), so a second replay, or one rerun after a crash, adds nothing. The
-stream never writes those coordinates (they are behind its committed offsets). Each replay is one append that
-carries a commit record of its own (pipeline `<name>:replay`), never the pipeline's, so the stream's offset chain
-is untouched; `reconcile` counts a record in both tables as replayed only up to the rows these records declare.
-Dead letters are never deleted: the dead-letter table stays the audit log of what failed and why.
+Exactly once: only dead letters behind the main table's committed end are replayed (the stream never writes those
+coordinates again, even when it replays a batch that a crash interrupted between its two commits), and a dead letter
+whose coordinates the main table already holds has been replayed and is never read again (an anti-join on the source
+coordinates), so a second replay, or one rerun after a crash, adds nothing. Run one replay of a pipeline at a time.
+Each replay is one append that carries a commit record of its own (pipeline `<name>:replay`), never the pipeline's,
+so the stream's offset chain is untouched. The replayed row's ingest time is later than its dead letter's, which is
+how `reconcile` tells a replay from a duplicate. Dead letters are never deleted: the dead-letter table stays the
+audit log of what failed and why. The dead-letter table keeps no headers: a replayed row's `_headers` is null.
 """
 
 from __future__ import annotations
@@ -63,14 +65,28 @@ def replay(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
     from ingest.formats import format_for, tables_for
     from ingest.transforms import coordinates_for, decode, fixed_timestamp, raw_fields, record_columns, table_rows
 
+    from ingest.errors import ConfigError
+    from ingest.evolution import plan_changes
+    from ingest.transforms import is_new, table_schema
+
     fmt = format_for(config.sink.format)
     main, dead = tables_for(spark, config, settings)
-    coords = coordinates_for(config).names
+    changes, refusals = plan_changes(main.table_schema(), fmt.stored(table_schema(config)))
+    if changes or refusals:
+        what = "; ".join([c.describe() for c in changes] + refusals)
+        raise ConfigError(f"pipeline {config.pipeline}: the YAML changes the table ({what}); restart the pipeline "
+                          "with it first (a start applies the change, or refuses it), then replay")
+    coordinates = coordinates_for(config)
+    coords = coordinates.names
+    last = main.last_commit()
     letters = dead.read()
+    # Only behind the main table's committed end: a batch a crash interrupted between its two commits is
+    # replayed by the stream itself, which would write its records again.
+    letters = letters.filter(~is_new(dict(last.end) if last else {}, coordinates)) if last else letters.limit(0)
     if reason is not None:
         letters = letters.filter(F.col("_error") == reason)
     if since is not None:
-        letters = letters.filter(F.col("_ingested_at") >= F.lit(since.astimezone(UTC).replace(tzinfo=None)))
+        letters = letters.filter(F.col("_ingested_at") >= F.lit(since))  # an aware time: Spark converts it
     report = ReplayReport(config.pipeline, apply)
     pending = pending_dead_letters(letters, main.read(), coords).cache()
     try:

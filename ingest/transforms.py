@@ -28,6 +28,7 @@ INVALID_UTF8 = "invalid_utf8"
 MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED = "missing_required_field"
 TYPE_MISMATCH = "type_mismatch"
+SCHEMA_VIOLATION = "schema_violation"  # add mode: a value that does not fit a column schema evolution added
 
 COORDINATE_FIELDS = [
     StructField("_topic", StringType(), False),
@@ -97,7 +98,7 @@ HEADERS_TYPE = MapType(StringType(), BinaryType(), True)
 
 
 def record_struct(schema: RecordSchema) -> StructType:
-    """The declared fields as the table's columns (nullable; nested NOT NULL kept)."""
+    """The declared fields as the table's columns (all nullable: the decoder enforces required and NOT NULL)."""
     return StructType([StructField(f.name, f.data_type, True) for f in schema.fields])
 
 

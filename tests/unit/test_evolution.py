@@ -103,3 +103,17 @@ def test_infer_proposes_a_schema_block_from_sample_payloads():
     assert "required" not in fields["extra"] and fields["tag"]["type"] == "string"  # all null: string, optional
     block = yaml.safe_load(inferred.yaml())
     assert RecordSchema.model_validate(block["schema"]).fields[0].json_name == "@timestamp"  # it loads as is
+
+
+def test_additions_never_re_add_a_column_the_table_has_and_compare_names_case_insensitively():
+    import json
+
+    from ingest.evolution import additions
+
+    table = _struct("id: string, customer: struct<id: string>")
+    rescued = [json.dumps({"coupon": "A", "Coupon": None, "event_date": "x", "CUSTOMER.Tier": "gold",
+                           "customer.tier": "silver", "`a.b`": 1})]
+    changes = additions(rescued, table, reserved=["event_date", "_topic"])
+    # one column per name whatever its case (the first spelling seen); the partition column's name and a quoted
+    # key holding a dot stay rescued
+    assert [c.describe() for c in changes] == ["add coupon string", "add customer.Tier string"]

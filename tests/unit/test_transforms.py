@@ -163,6 +163,7 @@ STRICT_CASES = [
     (json.dumps(GOOD).encode().replace(b"12.5", b"NaN"), "malformed_json", "invalid JSON"),
     (json.dumps(GOOD).encode().replace(b'"items": 2', b'"items": 02'), "malformed_json", "invalid JSON"),
     (b"\xff\xfe" + json.dumps(GOOD).encode(), "invalid_utf8", "not valid UTF-8"),
+    (json.dumps(GOOD).encode("utf-16-le"), "invalid_utf8", "NUL bytes"),            # never auto-detected
     (json.dumps({**GOOD, "pad": "x" * 5000}).encode(), "oversize", "limit is 4096"),
     (json.dumps(GOOD).encode().replace(b'"event_id"', b'"event\\u005fid"'), None, None),  # escaped key
     (json.dumps({"event_id": "\u00e9\u4e2d", **{k: v for k, v in GOOD.items() if k != "event_id"}}).encode(),
@@ -219,7 +220,9 @@ TYPE_CASES = {
                ("4.9e-324", 5e-324), ("1e-400", MISMATCH), ('"NaN"', MISMATCH), ("true", MISMATCH)],
     "decimal(12,2)": [("12.5", Decimal("12.50")), ('"12.50"', Decimal("12.50")), ("12.345", MISMATCH),
                       ("12.340", Decimal("12.34")), ("9999999999.99", Decimal("9999999999.99")),
-                      ("10000000000", MISMATCH), ('"abc"', MISMATCH), ("1e2", Decimal("100.00"))],
+                      ("10000000000", MISMATCH), ('"abc"', MISMATCH), ("1e2", Decimal("100.00")),
+                      ("1e300000000", MISMATCH), ("1e-300000000", MISMATCH), ("0e5", Decimal("0.00")),
+                      ('"' + "1" * 200 + '"', MISMATCH)],  # refused without expanding the exponent
     "boolean": [("true", True), ("false", False), ('"true"', MISMATCH), ("1", MISMATCH)],
     "binary": [('"aGVsbG8="', b"hello"), ('"aGVsbG8"', MISMATCH_OR(b"hello")), ('"not base64!"', MISMATCH),
                ("5", MISMATCH)],
@@ -275,6 +278,9 @@ def test_nested_records_are_typed_to_any_depth_with_undeclared_fields_rescued_by
                                                                        ("b", 1, Decimal("10.00"))]
     assert row["attrs"] == {"x": 1} and json.loads(row["payload"]) == {"kind": "web", "n": [1, 2]}
     assert json.loads(row["_rescued_data"]) == {"customer.since": 2020, "items[1].color": "red", "campaign": "fall"}
+    # a key holding path characters is one quoted step, never read as a path
+    odd = decode(_frame(spark, [json.dumps({**ORDER, "a.b": 1, "c[0]": 2}).encode()]), config.record_schema).first()
+    assert json.loads(odd["_rescued_data"])["`a.b`"] == 1 and json.loads(odd["_rescued_data"])["`c[0]`"] == 2
 
 
 @pytest.mark.parametrize("change,reason,detail", [
@@ -295,6 +301,13 @@ def test_nested_failures_name_the_path(spark, change, reason, detail):
     assert row["_error"] == reason, row["_error_detail"]
     if detail:
         assert detail in row["_error_detail"]
+
+
+def test_a_huge_exponent_is_refused_without_being_expanded(spark):
+    config = _config_with(NESTED)
+    payload = json.dumps({**ORDER, "paid_at": 123}).replace('"paid_at": 123', '"paid_at": 1e300000000')
+    row = decode(_frame(spark, [payload.encode()]), config.record_schema).first()
+    assert row["_error"] == "type_mismatch" and "paid_at" in row["_error_detail"]
 
 
 def test_timestamps_without_a_zone_are_read_in_the_session_time_zone(spark):

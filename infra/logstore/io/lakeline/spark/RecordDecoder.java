@@ -55,9 +55,11 @@ import scala.Option;
  * reason and a detail naming the fields for any other. It never throws for a payload: whatever a payload holds, it
  * is either a row or a dead letter.
  *
- * <p>Reasons, the first that applies: {@code malformed_json} (null payload, not one JSON object, trailing content,
- * a repeated key), {@code oversize}, {@code invalid_utf8}, {@code missing_required_field} (a required field absent or
- * null, top level or nested), {@code type_mismatch} (a value that does not fit its declared type without loss).
+ * <p>Reasons, the first that applies: {@code malformed_json} for a null payload, {@code oversize}, {@code invalid_utf8}
+ * (not UTF-8, or NUL bytes), {@code malformed_json} (not one JSON object, trailing content, a repeated key),
+ * {@code missing_required_field} (a required field absent or null, top level or nested), {@code type_mismatch} (a
+ * value that does not fit its declared type without loss), {@code schema_violation} (add mode: a value that does not
+ * fit a column schema evolution added).
  *
  * <p>Conversions are strict: integers must be JSON integers within range; float and double refuse numbers that
  * overflow or underflow to zero; decimals refuse digits beyond the scale or precision (from a JSON number or a
@@ -113,7 +115,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             return failed(OVERSIZE, "payload is " + raw.length + " bytes; limit is " + maxBytes);
         }
         if (!validUtf8(raw)) {
-            return failed(INVALID_UTF8, "payload is not valid UTF-8");
+            return failed(INVALID_UTF8, "payload is not valid UTF-8 (or holds NUL bytes: UTF-16/32?)");
         }
         Context ctx = new Context(raw);
         Row record;
@@ -153,12 +155,14 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
     }
 
     static boolean validUtf8(byte[] raw) {
+        boolean ascii = true;
         for (byte b : raw) {
-            if (b < 0) {
-                return UTF8String.fromBytes(raw).isValid();  // Spark's own check (is_valid_utf8)
+            if (b == 0) {
+                return false;  // a NUL byte: UTF-16/32 text (Jackson would auto-detect it), never UTF-8 JSON
             }
+            ascii &= b >= 0;
         }
-        return true;
+        return ascii || UTF8String.fromBytes(raw).isValid();  // Spark's own check (is_valid_utf8)
     }
 
     /** {"k": <raw JSON>, ...} from already-serialized JSON values. */
@@ -333,6 +337,12 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             return out;
         }
 
+        /** A key as one path step: quoted in backticks when it holds `.`, `[` or `]` (never read as a path). */
+        static String pathKey(String key) {
+            return key.indexOf('.') < 0 && key.indexOf('[') < 0 && key.indexOf(']') < 0 && key.indexOf('`') < 0
+                    ? key : "`" + key.replace("`", "``") + "`";
+        }
+
         static String join(String path, String name) {
             return path.isEmpty() ? name : path + "." + name;
         }
@@ -364,7 +374,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                     if (undeclared.put(key, Boolean.TRUE) != null && ctx.malformed == null) {
                         ctx.malformed = "repeated key: " + join(at, key);
                     }
-                    ctx.rescued.put(join(at, key), ctx.copy(parser));
+                    ctx.rescued.put(join(at, pathKey(key)), ctx.copy(parser));
                     continue;
                 }
                 if (seen[i] && ctx.malformed == null) {
@@ -547,6 +557,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
     }
 
     static final class DecimalReader extends Reader {
+        private static final int MAX_DECIMAL_TEXT = 100;  // a decimal(38,s) needs at most ~80 characters
         private final int precision, scale;
 
         DecimalReader(int precision, int scale) {
@@ -559,7 +570,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             BigDecimal value;
             if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
                 value = new BigDecimal(parser.getText());
-            } else if (token == JsonToken.VALUE_STRING) {
+            } else if (token == JsonToken.VALUE_STRING && parser.getTextLength() <= MAX_DECIMAL_TEXT) {
                 try {
                     value = new BigDecimal(parser.getText().trim());  // money is often sent as a string
                 } catch (NumberFormatException notANumber) {
@@ -568,15 +579,12 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             } else {
                 return ctx.mismatch(path, parser);
             }
-            try {
-                BigDecimal scaled = value.setScale(scale, RoundingMode.UNNECESSARY);  // never rounds
-                if (scaled.precision() - scaled.scale() > precision - scale) {
-                    return ctx.mismatch(path, parser);
-                }
-                return scaled;
-            } catch (ArithmeticException wouldRound) {
-                return ctx.mismatch(path, parser);
+            // Decide on the digits before any rescaling: `1e300000000` must not make Java compute 10^300000000.
+            BigDecimal digits = value.signum() == 0 ? BigDecimal.ZERO : value.stripTrailingZeros();
+            if (digits.scale() > scale || digits.precision() - digits.scale() > precision - scale) {
+                return ctx.mismatch(path, parser);  // would round, or too many integer digits
             }
+            return digits.setScale(scale, RoundingMode.UNNECESSARY);
         }
     }
 
@@ -665,9 +673,14 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                 default:
                     throw new IllegalStateException("time format " + format);
             }
+            // Decide on the digits before any rescaling (a huge exponent must not be expanded).
+            BigDecimal digits = micros.signum() == 0 ? BigDecimal.ZERO : micros.stripTrailingZeros();
+            if (digits.scale() > 0 || digits.precision() - digits.scale() > 19) {
+                return null;  // below a microsecond, or far outside a long
+            }
             try {
-                return micros.setScale(0, RoundingMode.UNNECESSARY).longValueExact();
-            } catch (ArithmeticException belowMicrosOrOutOfRange) {
+                return digits.longValueExact();
+            } catch (ArithmeticException outOfRange) {
                 return null;
             }
         }
