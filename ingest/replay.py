@@ -62,12 +62,11 @@ def replay(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
     """Decode the matching dead letters again; with `apply`, append those that parse now to the main table."""
     from pyspark.sql import functions as F
 
-    from ingest.formats import format_for, tables_for
-    from ingest.transforms import coordinates_for, decode, fixed_timestamp, raw_fields, record_columns, table_rows
-
     from ingest.errors import ConfigError
     from ingest.evolution import plan_changes
-    from ingest.transforms import is_new, table_schema
+    from ingest.formats import format_for, tables_for
+    from ingest.transforms import (coordinates_for, decode, fixed_timestamp, is_new, raw_fields, record_columns,
+                                   table_rows, table_schema)
 
     fmt = format_for(config.sink.format)
     main, dead = tables_for(spark, config, settings)
@@ -82,7 +81,7 @@ def replay(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
     letters = dead.read()
     # Only behind the main table's committed end: a batch a crash interrupted between its two commits is
     # replayed by the stream itself, which would write its records again.
-    letters = letters.filter(~is_new(dict(last.end) if last else {}, coordinates)) if last else letters.limit(0)
+    letters = letters.filter(~is_new(dict(last.end), coordinates)) if last else letters.limit(0)
     if reason is not None:
         letters = letters.filter(F.col("_error") == reason)
     if since is not None:
