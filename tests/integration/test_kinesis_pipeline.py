@@ -26,10 +26,10 @@ pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
 
 
-def _kinesis_pipeline(conf_dir, fmt, max_records=2000):
+def _kinesis_pipeline(conf_dir, fmt, max_records=2000, **source):
     data = pipeline_dict(fmt)
     data["source"] = {"kind": "kinesis", "stream": f"{data['pipeline']}-{uuid.uuid4().hex[:4]}",
-                      "max_records_per_batch": max_records}
+                      "max_records_per_batch": max_records, **source}
     path = write_pipeline(conf_dir, data)
     return path, load_pipeline(path)
 
@@ -50,7 +50,7 @@ def _assert_exact(report, produced_total, bad_total):
 
 @pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
 def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings, spark):
-    _, config = _kinesis_pipeline(conf_dir, fmt)
+    _, config = _kinesis_pipeline(conf_dir, fmt, include_key="string")
     produced = produce(config, settings, 6000, bad_ratio=0.01, seed=7, partitions=3)
     assert len(produced.partitions) == 3 and produced.bad_total > 0
     started = time.monotonic()
@@ -61,6 +61,11 @@ def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings
     report = reconcile(config, settings, spark)
     _assert_exact(report, 6000, produced.bad_total)
     assert sorted(p["partition"] for p in report.per_partition) == sorted(produced.partitions)
+    # source.include_key: each row's partition key (the sample events are keyed by customer id) as `_key`
+    from ingest.formats import tables_for
+
+    keys = tables_for(spark, config, settings)[0].read().selectExpr("_key = customer_id AS same").distinct()
+    assert [r["same"] for r in keys.collect()] == [True]
     # Freshness reads each shard from the table's recorded end: nothing waits now, then exactly what was added.
     from datetime import datetime, UTC
 
