@@ -201,14 +201,25 @@ def to_ddl(data_type: DataType) -> str:
     return data_type.simpleString()
 
 
+def rebuild(data_type: DataType, leaf=lambda t: t, nullable: bool | None = None) -> DataType:
+    """The same shape with `leaf` applied to every non-nested type, field metadata dropped, and every nested
+    nullability set to `nullable` (None: kept)."""
+    def null(kept: bool) -> bool:
+        return kept if nullable is None else nullable
+
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, rebuild(f.dataType, leaf, nullable), null(f.nullable))
+                           for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(rebuild(data_type.elementType, leaf, nullable), null(data_type.containsNull))
+    if isinstance(data_type, MapType):
+        return MapType(data_type.keyType, rebuild(data_type.valueType, leaf, nullable),
+                       null(data_type.valueContainsNull))
+    return leaf(data_type)
+
+
 def table_type(data_type: DataType) -> DataType:
     """What the table stores for a declared type: the same shape, every nested field nullable and Lakeline's field
     marks removed. NOT NULL is the decoder's to enforce (a record breaking it is a dead letter), the same on both
     formats: Delta refuses NOT NULL inside arrays and maps, and a nullable column never blocks a later evolution."""
-    if isinstance(data_type, StructType):
-        return StructType([StructField(f.name, table_type(f.dataType), True) for f in data_type.fields])
-    if isinstance(data_type, ArrayType):
-        return ArrayType(table_type(data_type.elementType), True)
-    if isinstance(data_type, MapType):
-        return MapType(data_type.keyType, table_type(data_type.valueType), True)
-    return data_type
+    return rebuild(data_type, nullable=True)

@@ -47,22 +47,16 @@ def iceberg_catalog(settings: "Settings"):
 
 class IcebergFormat(TableFormat):
     name = "iceberg"
+    version_noun = "snapshots"
+    metadata_noun = "metadata"
 
     def stored(self, data_type: "DataType") -> "DataType":
         """Iceberg has no tinyint or smallint: Spark writes them as int."""
-        from pyspark.sql.types import ArrayType, ByteType, IntegerType, MapType, ShortType, StructField, StructType
+        from pyspark.sql.types import ByteType, IntegerType, ShortType
 
-        if isinstance(data_type, (ByteType, ShortType)):
-            return IntegerType()
-        if isinstance(data_type, StructType):
-            return StructType([StructField(f.name, self.stored(f.dataType), f.nullable) for f in data_type.fields])
-        if isinstance(data_type, ArrayType):
-            return ArrayType(self.stored(data_type.elementType), data_type.containsNull)
-        if isinstance(data_type, MapType):
-            return MapType(data_type.keyType, self.stored(data_type.valueType), data_type.valueContainsNull)
-        return data_type
-    version_noun = "snapshots"
-    metadata_noun = "metadata"
+        from ingest.types import rebuild
+
+        return rebuild(data_type, lambda t: IntegerType() if isinstance(t, (ByteType, ShortType)) else t)
 
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.iceberg_identifier(settings, table)
