@@ -176,13 +176,13 @@ class BatchCommitter:
 
         from ingest.events import SchemaEvolved
         from ingest.evolution import additions
-        from ingest.transforms import decode, is_new, raw_fields, record_columns, table_schema
+        from ingest.transforms import decode, is_new, raw_fields, pipeline_columns, record_columns
 
         texts = [] if not rescued else [
             r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
                                          & is_new(self._main_end, coords))
             .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
-        changes = additions(texts, self.evolved, reserved=table_schema(self.config).fieldNames())
+        changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config))
         if changes:
             self.main.evolve(changes)
             self.events.emit(SchemaEvolved(pipeline=self.config.pipeline, table=self.main.display_name,

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pyspark.sql.types import DataType, DateType, StructField, TimestampNTZType, TimestampType
+from pyspark.sql.types import DataType, StructField, StructType, TimestampNTZType, TimestampType
 
 from ingest.errors import ConfigError
+from ingest.partitioning import PartitionField, Transform, check_fields, resolve
 from ingest.settings import Settings, is_secret_option
 from ingest.types import JSON_NAME, REQUIRED, TIME_FORMAT, TIME_FORMATS, contains, parse_type, table_type
 
@@ -112,6 +113,10 @@ class RecordSchema(_Strict):
     def field(self, name: str) -> SchemaField | None:
         return next((f for f in self.fields if f.name == name), None)
 
+    def struct(self) -> StructType:
+        """The declared fields as columns (all nullable: the decoder enforces required and NOT NULL)."""
+        return StructType([StructField(f.name, f.data_type, True) for f in self.fields])
+
 
 class _SourceMetadata(_Strict):
     # Land the record key (Kafka key, Kinesis partition key) in the main table as `_key`: false, string (UTF-8;
@@ -176,10 +181,34 @@ class KinesisSource(_SourceMetadata):
         return self.starting_position
 
 
-class Partitioning(_Strict):
-    column: str = "event_date"
+class PartitionBy(_Strict):
+    # A field of schema.fields, dotted for a field inside structs (customer.tier).
     source: str
-    transform: Literal["day", "identity"] = "day"
+    # identity, year, month, day, hour, bucket(N) or truncate(W) (ingest/partitioning.py).
+    transform: str
+    # The partition's name (Delta's generated column, Iceberg's partition field). Default: source_transform, e.g.
+    # occurred_at_day, customer_id_bucket; identity on a top-level field keeps the field's name.
+    column: str | None = None
+
+    @field_validator("transform")
+    @classmethod
+    def _valid_transform(cls, value: str) -> str:
+        return str(Transform.parse(value))
+
+    @field_validator("column")
+    @classmethod
+    def _valid_column(cls, value: str | None) -> str | None:
+        if value is not None and not _NAME.match(value):
+            raise ValueError(f"{value!r} must start with a letter and use letters, digits and _")
+        return value
+
+
+def _partition_list(value):
+    """`sink.partition` is a list of fields; the single mapping of earlier releases is a one-field list with that
+    form's defaults (column event_date, transform day)."""
+    if isinstance(value, dict):
+        return [{"column": "event_date", "transform": "day", **value}]
+    return value
 
 
 class Sink(_Strict):
@@ -189,7 +218,7 @@ class Sink(_Strict):
     namespace: str = "lakeline"
     # Delta only: explicit table location. Default: <LAKELINE_WAREHOUSE>/delta/<table>.
     location: str | None = None
-    partition: Partitioning | None = None
+    partition: Annotated[list[PartitionBy], BeforeValidator(_partition_list)] = []
     dead_letter_table: str | None = None
 
     @field_validator("table", "namespace", "dead_letter_table")
@@ -250,20 +279,29 @@ class PipelineConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _partition_source_declared(self) -> "PipelineConfig":
-        part = self.sink.partition
-        if part is not None:
-            source = self.record_schema.field(part.source)
-            if source is None:
-                raise ValueError(f"sink.partition.source {part.source!r} is not a field in schema.fields")
-            if part.transform == "day" and not isinstance(source.data_type,
-                                                          (TimestampType, TimestampNTZType, DateType)):
-                raise ValueError(f"sink.partition.transform 'day' needs a timestamp or date field; "
-                                 f"{part.source!r} is {source.type}")
-            if self.record_schema.field(part.column) is not None:
-                raise ValueError(f"sink.partition.column {part.column!r} clashes with a schema field; "
-                                 "pick another name")
+    def _partition_fields_valid(self) -> "PipelineConfig":
+        declared = {f.name.lower() for f in self.record_schema.fields}
+        fields = []
+        for index, entry in enumerate(self.sink.partition):
+            try:
+                field = resolve(entry.source, entry.transform, entry.column, self.record_schema.struct())
+            except ValueError as exc:
+                raise ValueError(f"sink.partition[{index}] ({entry.source} {entry.transform}): {exc}") from None
+            if field.column.lower() in declared and not field.is_source_column:
+                raise ValueError(f"sink.partition[{index}].column {field.column!r} is also a field in "
+                                 "schema.fields; name the partition something else")
+            fields.append(field)
+        try:
+            check_fields(fields)
+        except ValueError as exc:
+            raise ValueError(f"sink.partition: {exc}") from None
         return self
+
+    @property
+    def partitioning(self) -> list[PartitionField]:
+        """The table's partition fields, resolved against the declared schema (empty: unpartitioned)."""
+        struct = self.record_schema.struct()
+        return [resolve(e.source, e.transform, e.column, struct) for e in self.sink.partition]
 
     # Resolved locations (need the environment's warehouse).
     def delta_location(self, settings: Settings, table: str | None = None) -> str:

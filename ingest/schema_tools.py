@@ -54,6 +54,7 @@ def diff(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") 
             raise
         result.exists = False  # the first start creates it
         result.changes = [f"create with {f.name} {f.dataType.simpleString()}" for f in table_schema(config)]
+        result.changes += [f"partition by {p.column} = {p.transform}({p.source})" for p in config.partitioning]
         return result
     declared = format_for(config.sink.format).stored(table_schema(config))
     changes, refusals = plan_changes(held, declared)

@@ -119,8 +119,8 @@ def warm_up(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
     fmt = format_for(config.sink.format)
     scratch = tempfile.mkdtemp(prefix="lakeline-warm-up-")
     try:
-        partition = [config.sink.partition.column] if config.sink.partition else []
-        rows_table = fmt.scratch(spark, f"{scratch}/rows", table_schema(config), partition, config.pipeline)
+        rows_table = fmt.scratch(spark, f"{scratch}/rows", table_schema(config), config.partitioning,
+                                 config.pipeline)
         dead_table = fmt.scratch(spark, f"{scratch}/dead", dead_letter_schema(coords), [], config.pipeline)
         if rows_table is not None and dead_table is not None:
             ingested_at = fixed_timestamp(spark, datetime.now(UTC))

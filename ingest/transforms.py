@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BinaryType, DataType, DateType, IntegerType, LongType, MapType, StringType,
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, LongType, MapType, StringType,
                                StructField, StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
@@ -99,16 +99,14 @@ HEADERS_TYPE = MapType(StringType(), BinaryType(), True)
 
 def record_struct(schema: RecordSchema) -> StructType:
     """The declared fields as the table's columns (all nullable: the decoder enforces required and NOT NULL)."""
-    return StructType([StructField(f.name, f.data_type, True) for f in schema.fields])
+    return schema.struct()
 
 
 def table_schema(config: PipelineConfig) -> StructType:
-    """Columns of the main table: declared fields, partition column, rescued data, source coordinates."""
+    """Columns the pipeline writes to the main table: declared fields, rescued data, key and headers when
+    included, source coordinates, ingest time. (Partition columns are the table format's: Iceberg's are hidden,
+    Delta's are generated from these.)"""
     fields = list(record_struct(config.record_schema).fields)
-    if config.sink.partition is not None:
-        part = config.sink.partition
-        source_type = config.record_schema.field(part.source).data_type
-        fields.append(StructField(part.column, DateType() if part.transform == "day" else source_type, True))
     fields.append(StructField("_rescued_data", StringType(), True))
     if config.source.key_type is not None:
         fields.append(StructField("_key", StringType() if config.source.key_type == "string" else BinaryType(), True))
@@ -186,8 +184,14 @@ def _graft(declared: DataType, table: DataType) -> DataType:
 def record_columns(config: PipelineConfig, table: StructType) -> StructType:
     """The table's record columns: what it holds besides the columns the pipeline adds (partition, rescued data,
     key, headers, coordinates, ingest time). In add mode these are the declared fields plus the evolved ones."""
-    added = set(table_schema(config).fieldNames()) - {f.name for f in config.record_schema.fields}
+    added = set(pipeline_columns(config)) - {f.name for f in config.record_schema.fields}
     return StructType([f for f in table.fields if f.name not in added])
+
+
+def pipeline_columns(config: PipelineConfig) -> list[str]:
+    """Names schema evolution never takes for a record field: the columns the pipeline writes and the partition
+    names (a Delta generated column, an Iceberg partition field)."""
+    return [*table_schema(config).fieldNames(), *(p.column for p in config.partitioning if not p.is_source_column)]
 
 
 def decoded_type(marked: StructType) -> StructType:
@@ -249,11 +253,7 @@ def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column,
                evolved: StructType | None = None) -> DataFrame:
     """Good records shaped as the main table's rows (with the columns schema evolution added, given `evolved`)."""
     good = decoded.filter(F.col("_error").isNull())
-    part = config.sink.partition
     columns = [F.col(name) for name in decoder_struct(config.record_schema, evolved).fieldNames()]
-    if part is not None:
-        source = F.col(part.source)
-        columns.append((F.to_date(source) if part.transform == "day" else source).alias(part.column))
     columns.append(F.col("_rescued_data"))
     if config.source.key_type is not None:
         columns.append(F.col("_key").cast(config.source.key_type).alias("_key"))

@@ -170,9 +170,7 @@ def _with_retries(action, what: str, classify, sleep) -> tuple[object | None, in
 def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_before: int, classify,
                        sleep) -> PartitionResult:
     started = time.monotonic()
-    column, _, value = partition.partition("=")
-    where = (column, value) if partition else None
-    outcome, attempts, error = _with_retries(lambda: lake.rewrite_partition(where, layout),
+    outcome, attempts, error = _with_retries(lambda: lake.rewrite_partition(partition or None, layout),
                                              partition or lake.ref, classify, sleep)
     seconds = time.monotonic() - started
     if outcome is None:

@@ -29,8 +29,7 @@ def table_ref(table: MaintainedTable, settings: "Settings") -> str:
 def open_table(spark: "SparkSession", table: MaintainedTable, settings: "Settings") -> LakeTable:
     """The maintained table (main or dead letters), opened in `spark`."""
     fmt = format_for(table.format)
-    partition = [table.partition_column] if table.partition_column else []
-    return fmt.open(spark, table_ref(table, settings), None, partition, table.pipeline.pipeline)
+    return fmt.open(spark, table_ref(table, settings), None, table.partitioning, table.pipeline.pipeline)
 
 
 def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedTable) -> list[PartitionHealth]:
@@ -52,9 +51,11 @@ def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedT
 def collect_health(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                    now: datetime | None = None) -> TableHealth:
     """Measure the table now (`now` only stamps the report)."""
-    measured = open_table(spark, table, settings).measure(table.partition_column)
+    measured = open_table(spark, table, settings).measure()
     compaction = table.policy.compaction
-    return TableHealth(table.name, table.format, measured.location, table.partition_column, compaction.target_bytes,
+    partitioning = table.partitioning
+    return TableHealth(table.name, table.format, measured.location, [f.column for f in partitioning],
+                       [f.column for f in partitioning if f.transform.is_time], compaction.target_bytes,
                        compaction.small_below, _partitions(measured.files, table), measured.versions,
                        measured.current_version, measured.metadata_bytes, measured.oldest_version_at,
                        measured.last_compaction_at, now or datetime.now(UTC),

@@ -21,6 +21,7 @@ from ingest.config import PipelineConfig, load_pipeline, validation_problems
 from ingest.config import parse_duration as duration_seconds
 from ingest.errors import ConfigError
 from ingest.formats import format_for
+from ingest.partitioning import PartitionField, key_matches, partition_key, recency_key
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
@@ -191,10 +192,9 @@ class MaintainedTable:
         return self.pipeline.sink.format
 
     @property
-    def partition_column(self) -> str | None:
-        if self.policy.which == "dead_letters" or self.pipeline.sink.partition is None:
-            return None
-        return self.pipeline.sink.partition.column
+    def partitioning(self) -> list[PartitionField]:
+        """The table's partition fields (none for the dead-letter table)."""
+        return [] if self.policy.which == "dead_letters" else self.pipeline.partitioning
 
     def sink_table(self) -> str | None:
         return self.pipeline.sink.dead_letters if self.policy.which == "dead_letters" else None
@@ -258,7 +258,7 @@ def load_table(name_or_path: str, conf_dir: str | Path = "conf") -> MaintainedTa
 # ---- health (the measured input of the decisions) ----------------------------------------------------------
 @dataclass
 class PartitionHealth:
-    partition: str  # e.g. "event_date=2026-11-20"; "" for an unpartitioned table
+    partition: str  # e.g. "event_date=2026-11-20/customer_id_bucket=3"; "" for an unpartitioned table
     files: int
     bytes: int
     small_files: int  # files below the policy's small threshold
@@ -275,7 +275,8 @@ class TableHealth:
     table: str
     format: str
     location: str
-    partition_column: str | None
+    partition_columns: list[str]
+    time_columns: list[str]  # the partition columns of time transforms: "newest first" sorts by them
     target_file_size: int
     small_below: int
     partitions: list[PartitionHealth]
@@ -326,11 +327,6 @@ class Plan:
         return [c.partition for c in self.chosen]
 
 
-def partition_sort_key(partition: str) -> str:
-    """Partitions are 'col=value'; for date/day partitions the value sorts chronologically as a string."""
-    return partition.partition("=")[2] or partition
-
-
 def settled_range(interval: tuple[datetime | None, datetime], compaction: Compaction
                   ) -> tuple[datetime | None, datetime]:
     """The write times in which a partition "went quiet in" a scheduler interval [start, end): its newest file is in
@@ -345,7 +341,9 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
            include_hot: bool = False, interval: tuple[datetime | None, datetime] | None = None) -> Plan:
     """Which partitions to compact: over threshold (enough small files and a high enough small share), newest
     first, skipping the hot partition (newest file younger than the hot window) unless `include_hot`, until
-    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions (values or col=value).
+    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions: keys naming some or all of
+    their columns (`event_date=2026-11-20` selects every bucket of that day), or bare values for a table with one
+    partition column.
 
     With `interval` (a scheduler run's data interval; `now` is its end): the partitions that went quiet in it
     (`settled_range`) come first, then the backlog, partitions that settled earlier and are still over threshold
@@ -355,9 +353,9 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
     skipped: list[PartitionChoice] = []
     budget = compaction.max_bytes
     used = 0
-    ordered = sorted(health.partitions, key=lambda p: partition_sort_key(p.partition), reverse=True)
-    wanted = None if not only else {w if "=" in w or not health.partition_column
-                                    else f"{health.partition_column}={w}" for w in only}
+    ordered = sorted(health.partitions, key=lambda p: recency_key(p.partition, health.time_columns), reverse=True)
+    wanted = None if not only else [w if "=" in w or len(health.partition_columns) != 1
+                                    else partition_key([(health.partition_columns[0], w)]) for w in only]
     own: set[str] = set()
     if interval is not None:
         low, high = settled_range(interval, compaction)
@@ -370,7 +368,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files))
 
     for part in ordered:
-        if wanted is not None and part.partition not in wanted:
+        if wanted is not None and not any(key_matches(part.partition, w) for w in wanted):
             continue
         if part.small_files < compaction.min_small_files:
             record(part, "skip", f"{part.small_files} small files < min_small_files {compaction.min_small_files}")
@@ -392,9 +390,11 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
                                               else ", backlog from before this interval")
         record(part, "compact", f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f}){origin}")
     if wanted is not None:
-        known = {p.partition for p in health.partitions}
-        for missing in sorted(wanted - known):
-            skipped.append(PartitionChoice(missing, "skip", "no such partition", 0, 0, 0))
+        for missing in [w for w in wanted if not any(key_matches(p.partition, w) for p in health.partitions)]:
+            columns = ", ".join(health.partition_columns)
+            reason = "no such partition" if "=" in missing else \
+                f"a bare value needs one partition column; name it as column=value ({columns})"
+            skipped.append(PartitionChoice(missing, "skip", reason, 0, 0, 0))
     from_interval = sum(1 for c in chosen if c.partition in own)
     return Plan(health.table, chosen, skipped, used, from_interval, len(chosen) - from_interval if interval else 0)
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from ingest.config import PipelineConfig
     from ingest.evolution import SchemaChange
+    from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
 FORMAT_NAMES = ("delta", "iceberg")
@@ -35,7 +36,8 @@ class TableFiles:
     per-partition health the policy decides on)."""
 
     location: str
-    files: list[tuple[str, int, datetime | None]]  # (partition 'col=value' or '', bytes, newest write time)
+    # (partition key 'col=value/col=value' (ingest.partitioning.partition_key) or '', bytes, newest write time)
+    files: list[tuple[str, int, datetime | None]]
     versions: int  # Delta versions in the log / Iceberg snapshots retained
     current_version: int | None
     metadata_bytes: int  # _delta_log or Iceberg metadata folder
@@ -81,15 +83,16 @@ class LakeTable(ABC):
     display_name: str
     ref: str  # Delta: the location; Iceberg: catalog.namespace.table
 
-    def __init__(self, spark: "SparkSession", ref: str, schema: "StructType | None", partition_by: list[str],
-                 pipeline: str):
+    def __init__(self, spark: "SparkSession", ref: str, schema: "StructType | None",
+                 partitioning: "list[PartitionField]", pipeline: str):
         self.spark, self.ref, self.schema = spark, ref, schema
-        self.partition_by, self.pipeline = partition_by, pipeline
+        self.partitioning, self.pipeline = partitioning, pipeline
 
     # ---- the pipeline's side ---------------------------------------------------------------------------------
     @abstractmethod
     def ensure(self) -> None:
-        """Create the table if it does not exist (schema and partitioning from config)."""
+        """Create the table if it does not exist (schema and partitioning from config). An existing table
+        partitioned otherwise than `partitioning` is a ConfigError naming both: Lakeline never re-partitions."""
 
     @abstractmethod
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
@@ -146,12 +149,12 @@ class LakeTable(ABC):
 
     # ---- maintenance's side ----------------------------------------------------------------------------------
     @abstractmethod
-    def measure(self, partition_column: str | None) -> TableFiles:
-        """Live data files per partition and the version history."""
+    def measure(self) -> TableFiles:
+        """Live data files per partition (keyed by `partitioning`'s names and values) and the version history."""
 
     @abstractmethod
-    def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
-        """Compact one partition ((column, value); None: the whole table) in one atomic commit."""
+    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
+        """Compact one partition (a key from `measure`; None: the whole table) in one atomic commit."""
 
     @abstractmethod
     def tidy_metadata(self) -> int:
@@ -189,11 +192,11 @@ class TableFormat(ABC):
 
     @abstractmethod
     def open(self, spark: "SparkSession", ref: str, schema: "StructType | None" = None,
-             partition_by: list[str] | None = None, pipeline: str = "") -> LakeTable:
+             partitioning: "list[PartitionField] | None" = None, pipeline: str = "") -> LakeTable:
         """A handle on the table at `ref` (created by `ensure()`, when schema is given)."""
 
-    def scratch(self, spark: "SparkSession", directory: str, schema: "StructType", partition_by: list[str],
-                pipeline: str) -> LakeTable | None:
+    def scratch(self, spark: "SparkSession", directory: str, schema: "StructType",
+                partitioning: "list[PartitionField]", pipeline: str) -> LakeTable | None:
         """A throwaway table under a local `directory` for warming up the write path, or None when the format
         needs a catalog for any table."""
         return None
@@ -235,8 +238,7 @@ def tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Setti
     from ingest.transforms import coordinates_for, dead_letter_schema, table_schema
 
     fmt = format_for(config.sink.format)
-    partition = [config.sink.partition.column] if config.sink.partition else []
-    return (fmt.open(spark, fmt.ref(config, settings), table_schema(config), partition, config.pipeline),
+    return (fmt.open(spark, fmt.ref(config, settings), table_schema(config), config.partitioning, config.pipeline),
             fmt.open(spark, fmt.ref(config, settings, config.sink.dead_letters),
                      dead_letter_schema(coordinates_for(config)), [], config.pipeline))
 

@@ -9,15 +9,17 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ingest.commits import CommitRecord
-from ingest.errors import CommitConflict, LakelineError
+from ingest.errors import CommitConflict, ConfigError, LakelineError
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, java_raised,
                              utc_from_millis)
+from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
+    from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
 _NEWEST = 5     # commit files read first by last_commit()
@@ -41,6 +43,45 @@ def parse_interval(value: str | None) -> timedelta | None:
     if not match:
         return None
     return timedelta(seconds=int(match.group(1)) * _UNIT[match.group(2).lower()])
+
+
+def generation_expression(field: "PartitionField") -> str:
+    """The SQL a partition field's generated column is computed with. Delta prunes files by the source column for
+    the time transforms and a string truncate (its optimizable generated-column expressions)."""
+    source = ".".join(f"`{part}`" for part in field.path)
+    transform = field.transform
+    if transform.kind == "identity":
+        return source
+    if transform.kind == "year":
+        return f"year({source})"
+    if transform.kind == "month":
+        return f"date_format({source}, 'yyyy-MM')"
+    if transform.kind == "day":
+        return f"CAST({source} AS DATE)"
+    if transform.kind == "hour":
+        return f"date_format({source}, 'yyyy-MM-dd-HH')"
+    if transform.kind == "bucket":
+        return f"pmod(hash({source}), {transform.width})"
+    if field.source_type.simpleString() == "string":
+        return f"substring({source}, 1, {transform.width})"
+    return f"CAST({source} - pmod({source}, {transform.width}) AS {field.source_type.simpleString()})"
+
+
+def generated_type(field: "PartitionField") -> str:
+    """The generated column's type: year int, month and hour text (2026-11, 2026-11-20-13), day date, bucket int,
+    truncate and identity the source's type."""
+    kind = field.transform.kind
+    if kind in ("year", "bucket"):
+        return "int"
+    if kind in ("month", "hour"):
+        return "string"
+    if kind == "day":
+        return "date"
+    return field.source_type.simpleString()
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def delta_rs_uri(location: str) -> str:
@@ -69,11 +110,11 @@ class DeltaFormat(TableFormat):
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.delta_location(settings, table)
 
-    def open(self, spark, ref, schema=None, partition_by=None, pipeline="") -> "DeltaLakeTable":
-        return DeltaLakeTable(spark, ref, schema, list(partition_by or []), pipeline)
+    def open(self, spark, ref, schema=None, partitioning=None, pipeline="") -> "DeltaLakeTable":
+        return DeltaLakeTable(spark, ref, schema, list(partitioning or []), pipeline)
 
-    def scratch(self, spark, directory, schema, partition_by, pipeline) -> "DeltaLakeTable":
-        return DeltaLakeTable(spark, f"file:{directory}", schema, partition_by, pipeline)
+    def scratch(self, spark, directory, schema, partitioning, pipeline) -> "DeltaLakeTable":
+        return DeltaLakeTable(spark, f"file:{directory}", schema, partitioning, pipeline)
 
     def classify(self, exc: BaseException) -> type[LakelineError] | None:
         import delta.exceptions as conflicts
@@ -98,9 +139,9 @@ class DeltaFormat(TableFormat):
 
 
 class DeltaLakeTable(LakeTable):
-    def __init__(self, spark: "SparkSession", location: str, schema: "StructType | None", partition_by: list[str],
-                 pipeline: str):
-        super().__init__(spark, location.rstrip("/"), schema, partition_by, pipeline)
+    def __init__(self, spark: "SparkSession", location: str, schema: "StructType | None",
+                 partitioning: "list[PartitionField]", pipeline: str):
+        super().__init__(spark, location.rstrip("/"), schema, partitioning, pipeline)
         self.location = self.ref
         self.display_name = f"delta:{self.location}"
 
@@ -111,11 +152,39 @@ class DeltaLakeTable(LakeTable):
         # On a table that exists, createIfNotExists changes and checks nothing (not even the schema), but in a
         # driver that has just started its code path costs about 2 s of a restart.
         if self._exists_or_clear_interrupted_create():
+            self._check_partitioning()
             return
         builder = DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
-        if self.partition_by:
-            builder = builder.partitionedBy(*self.partition_by)
+        for field in self.partitioning:
+            if not field.is_source_column:
+                builder = builder.addColumn(field.column, generated_type(field),
+                                            generatedAlwaysAs=generation_expression(field))
+        if self.partitioning:
+            builder = builder.partitionedBy(*(field.column for field in self.partitioning))
         builder.execute()
+
+    def _check_partitioning(self) -> None:
+        """An existing table's partition columns are the declared ones, in order (a table made by an earlier
+        release holds them as plain columns, which `_with_partition_values` fills the same way)."""
+        columns = self._snapshot()[1].metadata().partitionColumns()
+        have = [str(columns.apply(i)) for i in range(columns.length())]
+        want = [field.column for field in self.partitioning]
+        if [c.lower() for c in have] != [c.lower() for c in want]:
+            declared = ", ".join(f"{f.column} = {f.transform}({f.source})" for f in self.partitioning) or "none"
+            raise ConfigError(
+                f"{self.display_name} is partitioned by [{', '.join(have) or 'nothing'}] but sink.partition "
+                f"declares [{declared}]. Lakeline never re-partitions a table: declare the table's partitioning, "
+                "or write to a new table (sink.table) and copy the rows over.")
+
+    def _with_partition_values(self, frame: "DataFrame") -> "DataFrame":
+        """`frame` with its partition columns. Delta computes generated columns itself; they are given here so
+        a table whose partition columns are plain (made by an earlier release) gets the same values."""
+        from pyspark.sql import functions as F
+
+        missing = [f for f in self.partitioning if not f.is_source_column and f.column not in frame.columns]
+        if not missing:
+            return frame
+        return frame.select("*", *(F.expr(generation_expression(f)).alias(f.column) for f in missing))
 
     def _exists_or_clear_interrupted_create(self) -> bool:
         """Whether the table exists. A create killed before its first commit leaves `_delta_log/` holding only
@@ -137,7 +206,8 @@ class DeltaLakeTable(LakeTable):
         return False
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
-        writer = frame.write.format("delta").mode("append").option("userMetadata", record.to_json())
+        writer = (self._with_partition_values(frame).write.format("delta").mode("append")
+                  .option("userMetadata", record.to_json()))
         if may_be_replay:
             # Delta 4.4 answers a txnVersion lookup by rebuilding the table state from the log since the last
             # checkpoint (three Spark jobs, about 1 s a commit on moto), so it is asked only where a replay can
@@ -223,7 +293,7 @@ class DeltaLakeTable(LakeTable):
         super().widen(column, data_type)
 
     # ---- maintenance's side ----------------------------------------------------------------------------------
-    def measure(self, partition_column: str | None) -> TableFiles:
+    def measure(self) -> TableFiles:
         from delta.tables import DeltaTable
         from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
@@ -232,10 +302,11 @@ class DeltaLakeTable(LakeTable):
 
         snapshot = self._snapshot()[1]
         files = DataFrame(snapshot.allFiles().toDF(), self.spark)
-        column = partition_column
-        part = F.concat(F.lit(f"{column}="), F.col("partitionValues")[column]) if column else F.lit("")
-        rows = [(r["p"], int(r["size"]), utc_from_millis(r["modificationTime"]))
-                for r in files.select(part.alias("p"), "size", "modificationTime").collect()]
+        columns = [field.column for field in self.partitioning]
+        values = [F.col("partitionValues")[column].alias(f"p{i}") for i, column in enumerate(columns)]
+        rows = [(partition_key([(column, r[f"p{i}"]) for i, column in enumerate(columns)]), int(r["size"]),
+                 utc_from_millis(r["modificationTime"]))
+                for r in files.select(*values, "size", "modificationTime").collect()]
         log = HadoopFS(self.spark).list_status(f"{self.location}/_delta_log")
         versions = [int(name[:20]) for name, _, _ in log if _COMMIT_FILE.match(name)]
         history = DeltaTable.forPath(self.spark, self.location).history().select("version", "timestamp", "operation")
@@ -245,15 +316,16 @@ class DeltaLakeTable(LakeTable):
         return TableFiles(self.location, rows, len(versions), int(snapshot.version()),
                           sum(size for _, size, _ in log), utc_from_millis(oldest), utc_from_millis(optimized))
 
-    def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
+    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
         from delta.tables import DeltaTable
 
         self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(layout.target_bytes))
         self.spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(layout.small_below))
         builder = DeltaTable.forPath(self.spark, self.location).optimize()
-        if partition is not None:
-            column, value = partition
-            builder = builder.where(f"`{column}` = '{value}'")
+        if partition:
+            builder = builder.where(" AND ".join(
+                f"`{column}` IS NULL" if value is None else f"`{column}` = {_sql_string(value)}"
+                for column, value in parse_key(partition)))
         metrics = (builder.executeZOrderBy(*layout.zorder_by) if layout.zorder_by
                    else builder.executeCompaction()).select("metrics").first()["metrics"]
         return Rewrite(int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
@@ -284,7 +356,8 @@ class DeltaLakeTable(LakeTable):
             f"{hours:g}h"])
 
     def replace_rows(self, frame: "DataFrame") -> None:
-        frame.write.format("delta").mode("overwrite").partitionBy(*self.partition_by).save(self.location)
+        (self._with_partition_values(frame).write.format("delta").mode("overwrite")
+         .partitionBy(*(field.column for field in self.partitioning)).save(self.location))
 
     def drop(self) -> None:
         from ingest.adapters.hadoop_fs import HadoopFS

@@ -12,12 +12,14 @@ from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
                             java_raised, utc_from_millis)
+from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
+    from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
 # The catalog's compare-and-swap of the metadata pointer lost (nothing landed), or a rewrite found its input files
@@ -25,6 +27,61 @@ if TYPE_CHECKING:
 _CONFLICTS = ("org.apache.iceberg.exceptions.CommitFailedException",
               "org.apache.iceberg.exceptions.ValidationException")
 _UNKNOWN = ("org.apache.iceberg.exceptions.CommitStateUnknownException",)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def partition_term(field: "PartitionField") -> str:
+    """The field as a Spark DDL partition transform: days(occurred_at), bucket(16, customer.id), ..."""
+    source = ".".join(f"`{part}`" for part in field.path)
+    kind, width = field.transform.kind, field.transform.width
+    if kind == "identity":
+        return source
+    if kind in ("bucket", "truncate"):
+        return f"{kind}({width}, {source})"
+    return f"{kind}s({source})"
+
+
+def _spec_name(field: "PartitionField") -> str:
+    """How Iceberg writes the transform in a spec (bucket[16], truncate[4], day, identity)."""
+    width = field.transform.width
+    return field.transform.kind if width is None else f"{field.transform.kind}[{width}]"
+
+
+def shown_value(field: "PartitionField", value: str | None) -> str | None:
+    """A partition value as Iceberg stores it (its text in Spark) -> as Lakeline shows it on both formats: hour,
+    month and year ordinals become 2026-11-20-13, 2026-11 and 2026."""
+    kind = field.transform.kind
+    if value is None or kind not in ("hour", "month", "year"):
+        return value
+    ordinal = int(value)
+    if kind == "hour":
+        return (_EPOCH + timedelta(hours=ordinal)).strftime("%Y-%m-%d-%H")
+    if kind == "month":
+        return f"{1970 + ordinal // 12:04d}-{ordinal % 12 + 1:02d}"
+    return f"{1970 + ordinal:04d}"
+
+
+def stored_value(field: "PartitionField", value: str):
+    """The inverse of `shown_value`, as the Java literal Iceberg's expression wants (ints for ordinals, buckets,
+    integers and dates (days since epoch), bool, else the text, which Iceberg converts to the term's type)."""
+    from pyspark.sql.types import BooleanType, ByteType, DateType, IntegerType, LongType, ShortType
+
+    kind = field.transform.kind
+    if kind == "hour":
+        moment = datetime.strptime(value, "%Y-%m-%d-%H").replace(tzinfo=UTC)
+        return int((moment - _EPOCH).total_seconds() // 3600)
+    if kind == "month":
+        year, month = value.split("-")
+        return (int(year) - 1970) * 12 + int(month) - 1
+    if kind == "year":
+        return int(value) - 1970
+    if kind == "day" or (kind == "identity" and isinstance(field.source_type, DateType)):
+        return (datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC) - _EPOCH).days
+    if kind == "bucket" or isinstance(field.source_type, (ByteType, ShortType, IntegerType, LongType)):
+        return int(value)
+    if isinstance(field.source_type, BooleanType):
+        return value == "true"
+    return value
 
 
 def iceberg_catalog(settings: "Settings"):
@@ -61,8 +118,8 @@ class IcebergFormat(TableFormat):
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.iceberg_identifier(settings, table)
 
-    def open(self, spark, ref, schema=None, partition_by=None, pipeline="") -> "IcebergLakeTable":
-        return IcebergLakeTable(spark, ref, schema, list(partition_by or []), pipeline)
+    def open(self, spark, ref, schema=None, partitioning=None, pipeline="") -> "IcebergLakeTable":
+        return IcebergLakeTable(spark, ref, schema, list(partitioning or []), pipeline)
 
     def classify(self, exc: BaseException) -> type[LakelineError] | None:
         if java_raised(exc, *_UNKNOWN):
@@ -77,9 +134,9 @@ class IcebergFormat(TableFormat):
 
 
 class IcebergLakeTable(LakeTable):
-    def __init__(self, spark: "SparkSession", identifier: str, schema: "StructType | None", partition_by: list[str],
-                 pipeline: str):
-        super().__init__(spark, identifier, schema, partition_by, pipeline)
+    def __init__(self, spark: "SparkSession", identifier: str, schema: "StructType | None",
+                 partitioning: "list[PartitionField]", pipeline: str):
+        super().__init__(spark, identifier, schema, partitioning, pipeline)
         self.identifier = identifier
         self.display_name = f"iceberg:{identifier}"
 
@@ -92,12 +149,38 @@ class IcebergLakeTable(LakeTable):
     def ensure(self) -> None:
         catalog, namespace, _ = self._names
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
-        partitioned = f" PARTITIONED BY ({', '.join(self.partition_by)})" if self.partition_by else ""
+        terms = ", ".join(partition_term(field) for field in self.partitioning)
+        partitioned = f" PARTITIONED BY ({terms})" if terms else ""
         self.spark.sql(
             f"CREATE TABLE IF NOT EXISTS {self.identifier} ({ddl_columns(self.schema)}) USING iceberg{partitioned} "
             "TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet', "
             "'commit.retry.num-retries'='10', 'write.metadata.delete-after-commit.enabled'='true', "
             "'write.metadata.previous-versions-max'='100')")
+        self._settle_partitioning()
+
+    def _settle_partitioning(self) -> None:
+        """Check the table's partition spec is the declared one (ConfigError naming both if not), and give its
+        fields the declared names (Spark's DDL cannot name them: a new table has Iceberg's defaults, e.g.
+        `customer.id_bucket`, renamed in one metadata commit; a crash before it is mended by the next start)."""
+        table = self._java_table()
+        table.refresh()
+        spec = [(str(f.name()), str(table.schema().findColumnName(f.sourceId())), str(f.transform()))
+                for f in table.spec().fields()]
+        want = [(field.column, field.source, _spec_name(field)) for field in self.partitioning]
+        if [(s.lower(), t) for _, s, t in spec] != [(s.lower(), t) for _, s, t in want]:
+            have = ", ".join(f"{n} = {t}({s})" for n, s, t in spec) or "nothing"
+            declared = ", ".join(f"{n} = {t}({s})" for n, s, t in want) or "nothing"
+            raise ConfigError(
+                f"{self.display_name} is partitioned by [{have}] but sink.partition declares [{declared}]. "
+                "Lakeline never re-partitions a table: declare the table's partitioning, or evolve the table's "
+                f"spec yourself (ALTER TABLE {self.identifier} REPLACE PARTITION FIELD ... WITH ...) and then the "
+                "YAML.")
+        renames = [(have[0], wanted[0]) for have, wanted in zip(spec, want, strict=True) if have[0] != wanted[0]]
+        if renames:
+            update = table.updateSpec()
+            for old, new in renames:
+                update = update.renameField(old, new)
+            update.commit()
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
         # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
@@ -160,18 +243,34 @@ class IcebergLakeTable(LakeTable):
                                  f"ORDER BY made_current_at DESC LIMIT 1").collect()
         return int(current[0][0]) if current else None
 
-    def measure(self, partition_column: str | None) -> TableFiles:
+    def _partition_values(self) -> list:
+        """Columns giving each partition field's value as text, in declared order (by position in the table's
+        spec, so a table whose fields still have Iceberg's default names reads the same)."""
+        from pyspark.sql import functions as F
+
+        names = [str(f.name()) for f in self._java_table().spec().fields()]
+        if len(names) != len(self.partitioning):
+            raise ConfigError(f"{self.display_name} has {len(names)} partition field(s) ({', '.join(names)}), "
+                              f"sink.partition declares {len(self.partitioning)}")
+        return [F.col("partition").getField(name).cast("string").alias(f"p{i}") for i, name in enumerate(names)]
+
+    def _key(self, row) -> str:
+        return partition_key([(field.column, shown_value(field, row[f"p{i}"]))
+                              for i, field in enumerate(self.partitioning)])
+
+    def measure(self) -> TableFiles:
         from pyspark.sql import functions as F
 
         from ingest.adapters.hadoop_fs import HadoopFS
 
-        ident, column = self.identifier, partition_column
-        part = F.concat(F.lit(f"{column}="), F.col(f"partition.{column}").cast("string")) if column else F.lit("")
+        ident = self.identifier
+        values = self._partition_values()
         files = self.spark.table(f"{ident}.files").where("content = 0")
-        sizes = [(r["p"], int(r["file_size_in_bytes"]))
-                 for r in files.select(part.alias("p"), "file_size_in_bytes").collect()]
-        updated = {r["p"]: utc_from_millis(r["updated_ms"]) for r in self.spark.table(f"{ident}.partitions").select(
-            part.alias("p"), F.unix_millis("last_updated_at").alias("updated_ms")).collect()}
+        sizes = [(self._key(r), int(r["file_size_in_bytes"]))
+                 for r in files.select(*values, "file_size_in_bytes").collect()]
+        # An unpartitioned table's `partitions` table has no partition column.
+        updated = {self._key(r): utc_from_millis(r["updated_ms"]) for r in self.spark.table(f"{ident}.partitions")
+                   .select(*values, F.unix_millis("last_updated_at").alias("updated_ms")).collect()}
         committed_ms = F.unix_millis("committed_at")
         stats = self.spark.table(f"{ident}.snapshots").agg(
             F.count("*").alias("n"), F.min(committed_ms).alias("oldest"),
@@ -182,25 +281,54 @@ class IcebergLakeTable(LakeTable):
                           self._current_snapshot_id(), sum(size for _, size, _ in metadata),
                           utc_from_millis(stats["oldest"]), utc_from_millis(stats["replaced"]))
 
-    def rewrite_partition(self, partition: tuple[str, str] | None, layout: Layout) -> Rewrite:
-        catalog, namespace, name = self._names
-        args = [f"table => '{namespace}.{name}'"]
+    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
+        """rewrite_data_files through Iceberg's action API, so one partition is chosen by its transform's value
+        (a bucket or truncate partition has no predicate on the source column that selects exactly it)."""
+        spark = self.spark
+        jvm = spark._jvm  # noqa: SLF001 - py4j
+        table = self._java_table()
+        action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)  # noqa: SLF001
+        action = action.rewriteDataFiles(table)
         if layout.zorder_by:
-            args += ["strategy => 'sort'", f"sort_order => 'zorder({', '.join(layout.zorder_by)})'"]
+            columns = spark.sparkContext._gateway.new_array(jvm.String, len(layout.zorder_by))  # noqa: SLF001
+            for index, column in enumerate(layout.zorder_by):
+                columns[index] = column
+            action = action.zOrder(columns)
         elif layout.sort_by:
-            order = ", ".join(f"{c} ASC NULLS LAST" for c in layout.sort_by)
-            args += ["strategy => 'sort'", f"sort_order => '{order}'"]
+            order = jvm.org.apache.iceberg.SortOrder.builderFor(table.schema())
+            for column in layout.sort_by:
+                order = order.asc(column, jvm.org.apache.iceberg.NullOrder.NULLS_LAST)
+            action = action.sort(order.build())
         else:
-            args.append("strategy => 'binpack'")
-        if partition is not None:
-            column, value = partition
-            args.append(f"where => \"{column} = '{value}'\"")
+            action = action.binPack()
+        if partition:
+            action = action.filter(self._partition_filter(partition))
         options = {"target-file-size-bytes": layout.target_bytes, "min-file-size-bytes": layout.small_below,
                    "min-input-files": 2, "partial-progress.enabled": "false"}
-        args.append("options => map(" + ", ".join(f"'{k}', '{v}'" for k, v in options.items()) + ")")
-        row = self.spark.sql(f"CALL {catalog}.system.rewrite_data_files({', '.join(args)})").first()
-        return Rewrite(int(row["rewritten_data_files_count"]), int(row["added_data_files_count"]),
-                       int(row["rewritten_bytes_count"]))
+        for key, value in options.items():
+            action = action.option(key, str(value))
+        result = action.execute()
+        return Rewrite(int(result.rewrittenDataFilesCount()), int(result.addedDataFilesCount()),
+                       int(result.rewrittenBytesCount()))
+
+    def _partition_filter(self, partition: str):
+        """An Iceberg expression selecting exactly the partition `partition` (a key from `measure`)."""
+        expressions = self.spark._jvm.org.apache.iceberg.expressions.Expressions  # noqa: SLF001 - py4j
+        fields = {field.column: field for field in self.partitioning}
+        combined = expressions.alwaysTrue()
+        for column, value in parse_key(partition):
+            if column not in fields:
+                raise ConfigError(f"{self.display_name}: {column!r} in partition {partition!r} is not a partition "
+                                  f"field ({', '.join(fields) or 'the table is unpartitioned'})")
+            field = fields[column]
+            kind, width = field.transform.kind, field.transform.width
+            term = (expressions.ref(field.source) if kind == "identity"
+                    else getattr(expressions, kind)(field.source, width) if width is not None
+                    else getattr(expressions, kind)(field.source))
+            predicate = (expressions.isNull(term) if value is None
+                         else expressions.equal(term, stored_value(field, value)))
+            combined = getattr(expressions, "and")(combined, predicate)
+        return combined
 
     def tidy_metadata(self) -> int:
         catalog, namespace, name = self._names

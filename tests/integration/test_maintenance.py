@@ -60,8 +60,8 @@ def _answer(spark, table, settings):
     frame = spark.read.format("delta").load(ref) if table.format == "delta" else spark.table(ref)
     frame.createOrReplaceTempView("maintained")
     return [tuple(r) for r in spark.sql(
-        "SELECT event_date, count(*), round(sum(amount), 4), count(DISTINCT event_id), "
-        "sum(hash(event_id, _offset, _kafka_partition)) FROM maintained GROUP BY event_date ORDER BY event_date"
+        "SELECT CAST(event_time AS DATE) AS day, count(*), round(sum(amount), 4), count(DISTINCT event_id), "
+        "sum(hash(event_id, _offset, _kafka_partition)) FROM maintained GROUP BY day ORDER BY day"
     ).collect()]
 
 

@@ -33,7 +33,9 @@ def _table_file(tmp_path, **overrides) -> Path:
 def test_shipped_table_files_load():
     for name, fmt in (("orders_delta", "delta"), ("orders_iceberg", "iceberg")):
         table = load_table(name, REPO / "conf")
-        assert table.name == name and table.format == fmt and table.partition_column == "event_date"
+        assert table.name == name and table.format == fmt
+        partitioning = [(f.column, str(f.transform), f.source) for f in table.partitioning]
+        assert partitioning == [("event_date", "day", "event_time")]
         assert table.policy.compaction.target_bytes == 128 * MB
 
 
@@ -95,8 +97,8 @@ def _part(day: str, files: int, small: int, size: int = MB, age_hours: float = 2
 
 
 def _health(*parts: PartitionHealth) -> TableHealth:
-    return TableHealth("t", "delta", "s3a://b/t", "event_date", 128 * MB, 64 * MB, list(parts), 10, 9, 1000,
-                       None, None, NOW)
+    return TableHealth("t", "delta", "s3a://b/t", ["event_date"], ["event_date"], 128 * MB, 64 * MB, list(parts),
+                       10, 9, 1000, None, None, NOW)
 
 
 POLICY = Compaction(min_small_files=5, small_file_ratio=0.3, max_bytes_per_run="1GB", hot_partition_window="1h")
@@ -171,6 +173,29 @@ def test_partition_filter_accepts_values_and_reports_unknown():
     plan = decide(health, POLICY, NOW, only=["2026-11-19", "event_date=2026-01-01"])
     assert plan.partitions == ["event_date=2026-11-19"]
     assert [(s.partition, s.reason) for s in plan.skipped] == [("event_date=2026-01-01", "no such partition")]
+
+
+def test_multi_field_partitions_newest_first_by_their_time_column_and_filtered_by_part_of_the_key():
+    # bucket first in the declared order: "newest first" still follows the hour column, not the key's text
+    def part(bucket: int, hour: str) -> PartitionHealth:
+        return PartitionHealth(f"customer_id_bucket={bucket}/occurred_at_hour={hour}", 10, 10 * MB, 10,
+                               NOW - timedelta(hours=24))
+
+    health = TableHealth("t", "iceberg", "s3a://b/t", ["customer_id_bucket", "occurred_at_hour"],
+                         ["occurred_at_hour"], 128 * MB, 64 * MB,
+                         [part(9, "2026-11-19-23"), part(0, "2026-11-20-01"), part(3, "2026-11-20-00")],
+                         10, 9, 1000, None, None, NOW)
+    assert decide(health, POLICY, NOW).partitions == [
+        "customer_id_bucket=0/occurred_at_hour=2026-11-20-01", "customer_id_bucket=3/occurred_at_hour=2026-11-20-00",
+        "customer_id_bucket=9/occurred_at_hour=2026-11-19-23"]
+    plan = decide(health, POLICY, NOW, only=["occurred_at_hour=2026-11-20-00", "customer_id_bucket=9",
+                                              "customer_id_bucket=5"])
+    assert plan.partitions == ["customer_id_bucket=3/occurred_at_hour=2026-11-20-00",
+                               "customer_id_bucket=9/occurred_at_hour=2026-11-19-23"]
+    assert [(s.partition, s.reason) for s in plan.skipped] == [("customer_id_bucket=5", "no such partition")]
+    # a bare value is ambiguous with two partition columns: it names no partition
+    bare = decide(health, POLICY, NOW, only=["9"])
+    assert bare.partitions == [] and "name it as column=value" in bare.skipped[0].reason
 
 
 def test_size_histogram_relative_to_target():
