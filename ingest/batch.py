@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ingest.commits import CommitRecord, Offsets, offsets_to_json
 from ingest.errors import CommitConflict, LakelineError, SchemaChanged, UnknownCommitOutcome
@@ -33,6 +34,9 @@ EVOLUTION_SAMPLE = 10_000
 # A batch is written by at most one task per this many records (never more tasks than it has input partitions):
 # a small batch lands as one file per table partition instead of one per source partition.
 RECORDS_PER_WRITE_TASK = 250_000
+# One pass (see `BatchCommitter._one_pass`): below this many planned records a batch is written by one task (one
+# file per table partition); from it on, by at least one task per core, since the tasks also read and decode.
+ONE_TASK_BELOW = 50_000
 # Fault injection for tests and recovery drills: "<point>@<batch id>" makes the driver SIGKILL itself at that
 # point of that batch (points: after-schema-evolve, after-dlq-commit, after-table-commit). Never set in production.
 CRASH_ENV = "LAKELINE_CRASH_AT"
@@ -60,6 +64,16 @@ class TableEnds:
     main: Offsets
     dead_letters: Offsets
     last: CommitRecord | None
+    dead_last: CommitRecord | None = None
+
+    @property
+    def dead_letters_settled(self) -> bool:
+        """Whether the main table's newest batch has its dead letters in their table: counted at commit (the
+        dead letters, if any, committed first), or the dead-letter table's newest record is that batch's. Only a
+        one-pass batch (counts null) interrupted between its two commits is unsettled."""
+        last, dead = self.last, self.dead_last
+        return last is None or last.dead_letters is not None or (
+            dead is not None and (dead.lineage, dead.batch_id) == (last.lineage, last.batch_id))
 
 
 class BatchCommitter:
@@ -72,6 +86,7 @@ class BatchCommitter:
         self.spark, self.config, self.format = spark, config, fmt
         self.main, self.dead, self.lineage, self.events = main, dead, lineage, events
         self._main_end, self._dlq_end, self._last = dict(ends.main), dict(ends.dead_letters), ends.last
+        self._dead_letters_settled = ends.dead_letters_settled
         self.reports: dict[int, BatchReport] = {}
         self.first_batch_of_start = True
         # A typed error raised inside foreachBatch, for the run loop to raise as it is (Spark wraps it as text).
@@ -81,6 +96,10 @@ class BatchCommitter:
         self.evolved = evolved
         self.plan_evolved = evolved  # what the streaming query decodes with (set by the pipeline at each start)
         self.restart_requested = False
+        # The running batch's planned (start, end) positions per source partition, or None when unknown (set by
+        # the pipeline once its query has started: ingest.sources.streams.planned_range).
+        self.planned: Callable[[], tuple[Offsets, Offsets] | None] = lambda: None
+        self._previous_had_dead_letters = False
 
     @property
     def last(self) -> CommitRecord | None:
@@ -101,11 +120,19 @@ class BatchCommitter:
         started = time.monotonic()
         report = BatchReport(batch_id)
         self.reports[batch_id] = report
-        if self._last and self._last.lineage == self.lineage and self._last.batch_id >= batch_id:
+        main_holds = bool(self._last and self._last.lineage == self.lineage and self._last.batch_id >= batch_id)
+        if main_holds and (self._dead_letters_settled or self._last.batch_id > batch_id):
             report.replayed = True
             report.seconds = time.monotonic() - started
             return
+        # Otherwise, when the main table holds the batch, its dead letters may not be in their table yet (a one-pass
+        # batch interrupted between its commits): the batch runs again for them, and the main table is left alone.
         coords = coordinates_for(self.config)
+        planned = None if main_holds else self._one_pass_plan(coords)
+        if planned is not None:
+            self._one_pass(batch, batch_id, planned, report)
+            report.seconds = time.monotonic() - started
+            return
         decoded = batch.persist(StorageLevel.MEMORY_AND_DISK)
         evolved_here = False
         try:
@@ -150,22 +177,95 @@ class BatchCommitter:
                 self._dlq_end = dlq_end
                 report.phases["dlq"] = time.monotonic() - mark
                 _maybe_crash("after-dlq-commit", batch_id)
+            self._dead_letters_settled = True
             main_end = _advance(self._main_end, batch_end)
-            record = CommitRecord(pipeline, self.lineage, batch_id, start, main_end, rows, dead)
-            frame = _fewer_tasks(table_rows(decoded, self.config, ingested_at, self.evolved), rows)
-            frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
-            mark = time.monotonic()
-            self.commit(self.main, frame, record)
-            self._main_end, self._last = main_end, record
-            report.phases["table"] = time.monotonic() - mark
-            _maybe_crash("after-table-commit", batch_id)
+            if not main_holds:
+                record = CommitRecord(pipeline, self.lineage, batch_id, start, main_end, rows, dead)
+                frame = _fewer_tasks(table_rows(decoded, self.config, ingested_at, self.evolved), rows)
+                frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
+                mark = time.monotonic()
+                self.commit(self.main, frame, record)
+                self._main_end, self._last = main_end, record
+                report.phases["table"] = time.monotonic() - mark
+                _maybe_crash("after-table-commit", batch_id)
             self.first_batch_of_start = False
             # Only once this batch is in both tables: the run loop stops the query to restart it.
             self.restart_requested = self.restart_requested or evolved_here
             report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
+            self._previous_had_dead_letters = dead > 0
         finally:
             decoded.unpersist()
         report.seconds = time.monotonic() - started
+
+    def _one_pass_plan(self, coords) -> "dict[tuple[str, int | str], tuple[int, int]] | None":
+        """The batch's planned range per source partition it reads, when the batch can be written in one pass:
+        rescue mode (add and fail decide on the rescued fields before writing), Kafka positions, and the previous
+        batch of this run had no dead letters (then the batch is cached instead of read twice). The main table
+        does not hold the batch (`process` checked); a dead-letter table that holds some of it (a counted batch
+        interrupted between its commits) is filtered."""
+        if self.config.record_schema.evolution != "rescue" or not coords.numeric \
+                or self._previous_had_dead_letters:
+            return None
+        planned = self.planned()
+        if planned is None:
+            return None
+        start, end = planned
+        if set(end) - set(start):
+            return None  # a partition new to the query (added to the topic): its first position is Spark's to resolve
+        return {part: (start[part], stop) for part, stop in end.items() if stop > start[part]}
+
+    def _one_pass(self, batch: "DataFrame", batch_id: int, planned: dict, report: BatchReport) -> None:
+        """Write a batch reading and decoding each record once: the main table first, its commit record built from
+        the planned range (no scan), the counts observed on the write itself; then, only when the write saw dead
+        letters, the dead-letter table (reading the batch again). A crash between the two commits leaves the batch
+        uncommitted in Spark's checkpoint, so it runs again and writes only the dead letters (the main table holds
+        its rows); a start without a usable checkpoint re-reads the main table's last batch for the same reason
+        (ingest.checkpoint.plan_start). ARCHITECTURE.md has the argument."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        from ingest.transforms import coordinates_for, dead_letter_rows, fixed_timestamp, is_new, table_rows
+
+        coords = coordinates_for(self.config)
+        pipeline = self.config.pipeline
+        # Planned ranges start where the previous batch ended: at or past the main table's end unless this batch
+        # replays records the table holds (then the per-record filter applies). A planned start past the table's
+        # end stays a gap that reconcile reports (records the source no longer had), as in `process`.
+        fresh = all(first >= self._main_end.get(part, -1) for part, (first, _) in planned.items())
+        start = {part: max(first, self._main_end.get(part, 0)) for part, (first, _) in planned.items()}
+        batch_end = {part: stop for part, (_, stop) in planned.items()}
+        expected = sum(stop - first for first, stop in planned.values())
+        good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
+        new_main = good if fresh else good & is_new(self._main_end, coords)
+        new_dead = bad & is_new(self._dlq_end, coords)
+        observation = Observation(f"lakeline_batch_{batch_id}")
+        observed = batch.observe(observation, F.sum(new_main.cast("long")).alias("rows"),
+                                 F.sum(new_dead.cast("long")).alias("dead"))
+        ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
+        main_end = _advance(self._main_end, batch_end)
+        record = CommitRecord(pipeline, self.lineage, batch_id, start, main_end, None, None)
+        frame = table_rows(observed, self.config, ingested_at)
+        frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
+        tasks = 1 if expected < ONE_TASK_BELOW else max(-(-expected // RECORDS_PER_WRITE_TASK),
+                                                           self.spark.sparkContext.defaultParallelism)
+        mark = time.monotonic()
+        self.commit(self.main, frame.coalesce(tasks), record)
+        self._main_end, self._last = main_end, record
+        report.phases["table"] = time.monotonic() - mark
+        _maybe_crash("after-table-commit", batch_id)
+        counts = observation.get
+        rows, dead = int(counts.get("rows") or 0), int(counts.get("dead") or 0)
+        if dead:
+            dlq_end = _advance(self._dlq_end, batch_end)
+            letters = _fewer_tasks(dead_letter_rows(batch.filter(new_dead), ingested_at, coords), dead)
+            mark = time.monotonic()
+            self.commit(self.dead, letters, CommitRecord(pipeline, self.lineage, batch_id, start, dlq_end, 0, dead))
+            self._dlq_end = dlq_end
+            report.phases["dlq"] = time.monotonic() - mark
+            _maybe_crash("after-dlq-commit", batch_id)
+        self._previous_had_dead_letters = dead > 0
+        self.first_batch_of_start = False
+        report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
 
     def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again

@@ -119,18 +119,22 @@ def read_checkpoint(fs: FileOps, location: str) -> CheckpointState | None:
 
 
 def plan_start(table: CommitRecord | None, checkpoint: CheckpointState | None,
-               new_lineage: str | None = None, unreadable: str | None = None) -> StartPlan:
+               new_lineage: str | None = None, unreadable: str | None = None,
+               dead_letters_settled: bool = True) -> StartPlan:
     """Decide how to start so that nothing is skipped (and the offset filter removes any replayed record).
 
     Keep the checkpoint only if, for every partition, the table's next offset lies between the checkpoint's
     committed end and its planned end: then Spark replays at most the one pending batch, whose already-committed
     records the sinks filter out. Otherwise (missing, stale, ahead, or foreign checkpoint) start a new checkpoint
-    lineage at the offsets recorded in the table.
+    lineage at the offsets recorded in the table; when the table's newest batch may lack its dead letters
+    (`dead_letters_settled` false: a one-pass batch interrupted between its two commits), at that batch's start
+    on its partitions, so it is read again and only its dead letters land.
     """
     fresh_lineage = new_lineage or uuid.uuid4().hex[:12]
+    restart = _restart_offsets(table, dead_letters_settled)
     if unreadable:
         return StartPlan("rebuild", f"checkpoint unreadable ({unreadable}); restarting from the table's offsets",
-                         fresh_lineage, dict(table.end) if table else {})
+                         fresh_lineage, restart)
     if table is None and checkpoint is None:
         return StartPlan("fresh", "no checkpoint and no commits in the table", fresh_lineage, None)
     if table is None:
@@ -140,10 +144,10 @@ def plan_start(table: CommitRecord | None, checkpoint: CheckpointState | None,
                          "pipeline (table dropped or recreated?)", fresh_lineage, {})
     if checkpoint is None:
         return StartPlan("rebuild", "checkpoint missing; resuming from the offsets recorded in the table",
-                         fresh_lineage, dict(table.end))
+                         fresh_lineage, restart)
     if checkpoint.lineage is None:
         return StartPlan("rebuild", "checkpoint was not written by Lakeline (no lineage file)", fresh_lineage,
-                         dict(table.end))
+                         restart)
     behind, ahead = [], []
     for part in set(table.end) | set(checkpoint.committed_end) | set(checkpoint.planned_end):
         recorded = table.end.get(part)
@@ -161,11 +165,19 @@ def plan_start(table: CommitRecord | None, checkpoint: CheckpointState | None,
             behind.append(part)
     if ahead:
         return StartPlan("rebuild", f"checkpoint is ahead of the table on {_fmt(ahead)} (table restored or "
-                         "rolled back?); restarting from the table's offsets", fresh_lineage, dict(table.end))
+                         "rolled back?); restarting from the table's offsets", fresh_lineage, restart)
     if behind:
         return StartPlan("rebuild", f"checkpoint is behind the table on {_fmt(behind)} (stale checkpoint "
-                         "restore?); restarting from the table's offsets", fresh_lineage, dict(table.end))
+                         "restore?); restarting from the table's offsets", fresh_lineage, restart)
     return StartPlan("resume", "checkpoint agrees with the table", checkpoint.lineage, None)
+
+
+def _restart_offsets(table: CommitRecord | None, dead_letters_settled: bool) -> dict:
+    """Where a rebuilt checkpoint starts: the table's end, or its newest batch's start where that batch's dead
+    letters may be missing."""
+    if table is None:
+        return {}
+    return dict(table.end) if dead_letters_settled else {**table.end, **table.start}
 
 
 def _fmt(parts: list) -> str:

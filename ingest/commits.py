@@ -18,6 +18,10 @@ def _partition_key(part: str) -> int | str:
     return int(part) if part.lstrip("-").isdigit() else part
 
 
+def _count(value) -> int | None:
+    return None if value is None else int(value)
+
+
 def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for (topic, part), offset in sorted(offsets.items()):
@@ -38,8 +42,10 @@ class CommitRecord:
     # Per partition: the first offset this batch covered and the table's next offset after it.
     start: Offsets
     end: Offsets
-    rows: int
-    dead_letters: int
+    # Records counted at commit; None for a one-pass batch, whose counts are observed on the write itself (its run
+    # event has them; the table's own metrics too).
+    rows: int | None
+    dead_letters: int | None
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -64,6 +70,6 @@ class CommitRecord:
         return CommitRecord(
             pipeline=data["pipeline"], lineage=data["lineage"], batch_id=int(data["batch_id"]),
             start=offsets_from_json(data["start"]), end=offsets_from_json(data["end"]),
-            rows=int(data["rows"]), dead_letters=int(data["dead_letters"]),
+            rows=_count(data.get("rows")), dead_letters=_count(data.get("dead_letters")),
             extra={k: v for k, v in data.items() if k not in known},
         )

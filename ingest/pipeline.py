@@ -127,7 +127,7 @@ class Pipeline:
 
     def start(self) -> "StreamingQuery":
         from ingest.progress import progress_listener
-        from ingest.sources.streams import source_stream
+        from ingest.sources.streams import planned_range, source_stream
 
         if self._start is None:
             self.prepare()
@@ -143,7 +143,9 @@ class Pipeline:
         self._listener = progress_listener(self.query_name, self.config.pipeline, self._committer.reports,
                                            self.events, self._reported.add)
         self.spark.streams.addListener(self._listener)
-        return writer.start()
+        query = writer.start()
+        self._committer.planned = lambda: planned_range(query)
+        return query
 
     # ---- liveness -------------------------------------------------------------------------------------------
     def _heartbeat(self, done: threading.Event) -> None:

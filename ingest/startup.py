@@ -58,14 +58,15 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lakeline-open") as pool:
         main_last, dead_last = pool.submit(main.last_commit), pool.submit(open_dead_letters)
         last, dead_record = main_last.result(), dead_last.result()
-    ends = TableEnds(dict(last.end) if last else {}, dict(dead_record.end) if dead_record else {}, last)
+    ends = TableEnds(dict(last.end) if last else {}, dict(dead_record.end) if dead_record else {}, last,
+                     dead_record)
     fs = HadoopFS(spark)
     location = config.checkpoint_location(settings)
     try:
         state, unreadable = read_checkpoint(fs, location), None
     except ValueError as exc:
         state, unreadable = None, str(exc)
-    plan = plan_start(last, state, unreadable=unreadable)
+    plan = plan_start(last, state, unreadable=unreadable, dead_letters_settled=ends.dead_letters_settled)
     if plan.action in ("fresh", "rebuild"):
         # Spark needs an empty location for a new checkpoint. "fresh" can still find leftovers of a first start
         # killed before its first offsets entry was complete (e.g. offsets/.0.<uuid>.tmp).

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
     from ingest.checkpoint import StartPlan
+    from ingest.commits import Offsets
     from ingest.config import PipelineConfig
     from ingest.settings import Settings
 
@@ -23,6 +25,36 @@ if TYPE_CHECKING:
 # in the executor and 0.9-1.0 in the broker; with these settings 2.6-3.6 and 0.1 (bench/results/tuning-2026-11-24.md).
 KAFKA_SOURCE_DEFAULTS = {"fetch.max.wait.ms": "10", "max.poll.records": "20000",
                          "max.partition.fetch.bytes": str(4 * 1024 * 1024)}
+
+
+def planned_range(query: "StreamingQuery") -> "tuple[Offsets, Offsets] | None":
+    """The running Kafka micro-batch's planned positions, (start, end) per (topic, partition), from the query's own
+    offset bookkeeping on the driver: no data read. Valid inside foreachBatch (Spark sets both before it runs a
+    batch). A query's first batch starts at the source's initial offsets (the start plan's, earliest resolved to
+    numbers), which Spark keeps in the checkpoint's sources/ log. None for a source that is not Spark's Kafka
+    source."""
+    execution = query._jsq.streamingQuery()  # noqa: SLF001 - py4j: the MicroBatchExecution
+    end = _kafka_progress(execution.availableOffsets())
+    start = _kafka_progress(execution.committedOffsets())
+    if start == {}:
+        start = _kafka_progress(execution.availableOffsets(), initial=True)
+    if not start or not end:
+        return None
+    return start, end
+
+
+def _kafka_progress(progress, initial: bool = False) -> "Offsets | None":
+    """Offsets of a StreamProgress (stream -> offset); with `initial`, each stream's initial offsets instead."""
+    from ingest.commits import offsets_from_json
+
+    entries = progress.toSeq()
+    offsets: Offsets = {}
+    for index in range(entries.size()):
+        stream, offset = entries.apply(index)._1(), entries.apply(index)._2()  # noqa: SLF001 - Scala tuple
+        if stream.getClass().getSimpleName() != "KafkaMicroBatchStream":
+            return None
+        offsets.update(offsets_from_json(json.loads((stream.initialOffset() if initial else offset).json())))
+    return offsets
 
 
 def source_stream(spark: "SparkSession", config: "PipelineConfig", settings: "Settings",

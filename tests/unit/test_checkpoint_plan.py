@@ -131,3 +131,30 @@ def test_unreadable_checkpoint_rebuilds_from_table_and_names_the_file():
         read_checkpoint(fs, "c")
     plan = plan_start(record({0: 10}), None, unreadable="c/offsets/1: unparsable")
     assert plan.action == "rebuild" and "unreadable" in plan.reason and plan.starting_offsets == {(T, 0): 10}
+
+
+def test_one_pass_batch_without_its_dead_letters_is_read_again_when_the_checkpoint_is_lost():
+    """A one-pass batch commits the main table first (counts null) and its dead letters after: interrupted in
+    between, a rebuild starts that batch's partitions at its start, so it runs again and only its dead letters
+    land; the other partitions start at the table's end."""
+    from ingest.batch import TableEnds
+
+    last = CommitRecord("p", "L1", 7, {(T, 0): 100}, {(T, 0): 120, (T, 1): 50}, None, None)
+    unsettled = TableEnds(dict(last.end), {}, last, CommitRecord("p", "L1", 3, {}, {(T, 0): 40}, 0, 2))
+    assert not unsettled.dead_letters_settled
+    plan = plan_start(last, None, new_lineage="N", dead_letters_settled=False)
+    assert plan.action == "rebuild" and plan.starting_offsets == {(T, 0): 100, (T, 1): 50}
+    # Settled: the dead-letter table's newest record is that batch's, or the batch was counted at commit.
+    assert TableEnds(dict(last.end), {}, last, CommitRecord("p", "L1", 7, {}, {(T, 0): 120}, 0, 1)).dead_letters_settled
+    counted = CommitRecord("p", "L1", 7, {(T, 0): 100}, {(T, 0): 120}, 20, 0)
+    assert TableEnds(dict(counted.end), {}, counted).dead_letters_settled
+    assert TableEnds({}, {}, None).dead_letters_settled
+    assert plan_start(counted, None, new_lineage="N").starting_offsets == {(T, 0): 120}
+    # A resume needs nothing more: Spark runs the uncommitted batch again.
+    assert plan_start(last, ckpt({0: 100, 1: 50}, {0: 120, 1: 50}, last_planned=7),
+                      dead_letters_settled=False).action == "resume"
+
+
+def test_uncounted_commit_record_round_trips():
+    record = CommitRecord("p", "L1", 7, {(T, 0): 100}, {(T, 0): 120}, None, None)
+    assert CommitRecord.from_json(record.to_json()) == record and '"rows":null' in record.to_json()
