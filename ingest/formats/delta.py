@@ -143,6 +143,7 @@ class DeltaLakeTable(LakeTable):
                  partitioning: "list[PartitionField]", pipeline: str):
         super().__init__(spark, location.rstrip("/"), schema, partitioning, pipeline)
         self.location = self.ref
+        self._plain_partitions: list[PartitionField] | None = None  # read from the table on first write
         self.display_name = f"delta:{self.location}"
 
     # ---- the pipeline's side ---------------------------------------------------------------------------------
@@ -177,11 +178,16 @@ class DeltaLakeTable(LakeTable):
                 "or write to a new table (sink.table) and copy the rows over.")
 
     def _with_partition_values(self, frame: "DataFrame") -> "DataFrame":
-        """`frame` with its partition columns. Delta computes generated columns itself; they are given here so
-        a table whose partition columns are plain (made by an earlier release) gets the same values."""
+        """`frame` with the partition columns Delta does not compute itself: a table made by an earlier release
+        holds them as plain columns, which get the values a generated column would have."""
         from pyspark.sql import functions as F
 
-        missing = [f for f in self.partitioning if not f.is_source_column and f.column not in frame.columns]
+        if self._plain_partitions is None:
+            fields = json.loads(self._snapshot()[1].schema().json())["fields"]
+            generated = {f["name"].lower() for f in fields if "delta.generationExpression" in f.get("metadata", {})}
+            self._plain_partitions = [f for f in self.partitioning
+                                      if not f.is_source_column and f.column.lower() not in generated]
+        missing = [f for f in self._plain_partitions if f.column not in frame.columns]
         if not missing:
             return frame
         return frame.select("*", *(F.expr(generation_expression(f)).alias(f.column) for f in missing))

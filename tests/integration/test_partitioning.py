@@ -137,3 +137,26 @@ def test_iceberg_partition_values_read_as_iceberg_computes_them(spark):
         assert shown_value(field, str(row[index])) == shown
         if kind != "day":
             assert stored_value(field, shown) == row[index]
+
+
+def test_delta_table_of_an_earlier_release_keeps_its_plain_partition_column(conf_dir, settings, spark):
+    """A Delta table made before generated columns holds `event_date` as a plain partition column: the pipeline
+    (the single-mapping form of earlier releases) fills it with the value the generated column would have. About
+    15 s."""
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import DateType, StructField, StructType
+
+    from ingest.transforms import table_schema
+    from tests.helpers import pipeline_dict, write_pipeline
+
+    config = load_pipeline(write_pipeline(conf_dir, pipeline_dict("delta")))
+    assert [(f.column, str(f.transform)) for f in config.partitioning] == [("event_date", "day")]
+    location = config.delta_location(settings)
+    legacy = StructType([*table_schema(config).fields, StructField("event_date", DateType(), True)])
+    DeltaTable.createIfNotExists(spark).location(location).addColumns(legacy).partitionedBy("event_date").execute()
+    produce(config, settings, 300, seed=9)
+    Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
+    assert reconcile(config, settings, spark).exact
+    wrong = spark.read.format("delta").load(location).where(
+        "event_date IS NULL OR event_date != CAST(event_time AS DATE)").count()
+    assert wrong == 0
