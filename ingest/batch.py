@@ -264,6 +264,7 @@ class BatchCommitter:
             report.phases["dlq"] = time.monotonic() - mark
             _maybe_crash("after-dlq-commit", batch_id)
         self._previous_had_dead_letters = dead > 0
+        self._dead_letters_settled = True
         self.first_batch_of_start = False
         report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
 
