@@ -238,7 +238,7 @@ class BatchCommitter:
         good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
         new_main = good if fresh else good & is_new(self._main_end, coords)
         new_dead = bad & is_new(self._dlq_end, coords)
-        observation = Observation(f"lakeline_batch_{batch_id}")
+        observation = Observation(f"lakeline_{self.lineage}_{batch_id}")
         observed = batch.observe(observation, F.sum(new_main.cast("long")).alias("rows"),
                                  F.sum(new_dead.cast("long")).alias("dead"))
         ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
