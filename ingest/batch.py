@@ -130,7 +130,7 @@ class BatchCommitter:
         coords = coordinates_for(self.config)
         planned = None if main_holds else self._one_pass_plan(coords)
         if planned is not None:
-            self._one_pass(batch, batch_id, planned, report)
+            self._one_pass(batch, batch_id, coords, planned, report)
             report.seconds = time.monotonic() - started
             return
         decoded = batch.persist(StorageLevel.MEMORY_AND_DISK)
@@ -214,7 +214,7 @@ class BatchCommitter:
             return None  # a partition new to the query (added to the topic): its first position is Spark's to resolve
         return {part: (start[part], stop) for part, stop in end.items() if stop > start[part]}
 
-    def _one_pass(self, batch: "DataFrame", batch_id: int, planned: dict, report: BatchReport) -> None:
+    def _one_pass(self, batch: "DataFrame", batch_id: int, coords, planned: dict, report: BatchReport) -> None:
         """Write a batch reading and decoding each record once: the main table first, its commit record built from
         the planned range (no scan), the counts observed on the write itself; then, only when the write saw dead
         letters, the dead-letter table (reading the batch again). A crash between the two commits leaves the batch
@@ -224,9 +224,8 @@ class BatchCommitter:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from ingest.transforms import coordinates_for, dead_letter_rows, fixed_timestamp, is_new, table_rows
+        from ingest.transforms import dead_letter_rows, fixed_timestamp, is_new, table_rows
 
-        coords = coordinates_for(self.config)
         pipeline = self.config.pipeline
         # Planned ranges start where the previous batch ended: at or past the main table's end unless this batch
         # replays records the table holds (then the per-record filter applies). A planned start past the table's
@@ -257,7 +256,8 @@ class BatchCommitter:
         rows, dead = int(counts.get("rows") or 0), int(counts.get("dead") or 0)
         if dead:
             dlq_end = _advance(self._dlq_end, batch_end)
-            letters = _fewer_tasks(dead_letter_rows(batch.filter(new_dead), ingested_at, coords), dead)
+            letters = _fewer_tasks(dead_letter_rows(batch, ingested_at, coords).filter(is_new(self._dlq_end, coords)),
+                                   dead)
             mark = time.monotonic()
             self.commit(self.dead, letters, CommitRecord(pipeline, self.lineage, batch_id, start, dlq_end, 0, dead))
             self._dlq_end = dlq_end
