@@ -192,8 +192,10 @@ class TableFormat(ABC):
 
     @abstractmethod
     def open(self, spark: "SparkSession", ref: str, schema: "StructType | None" = None,
-             partitioning: "list[PartitionField] | None" = None, pipeline: str = "") -> LakeTable:
-        """A handle on the table at `ref` (created by `ensure()`, when schema is given)."""
+             partitioning: "list[PartitionField] | None" = None, pipeline: str = "",
+             settings: "Settings | None" = None) -> LakeTable:
+        """A handle on the table at `ref` (created by `ensure()`, when schema is given). `settings` let a
+        table reach the store without Spark for upkeep off the commit path (Delta's log checkpoints)."""
 
     def scratch(self, spark: "SparkSession", directory: str, schema: "StructType",
                 partitioning: "list[PartitionField]", pipeline: str) -> LakeTable | None:
@@ -238,9 +240,10 @@ def tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Setti
     from ingest.transforms import coordinates_for, dead_letter_schema, table_schema
 
     fmt = format_for(config.sink.format)
-    return (fmt.open(spark, fmt.ref(config, settings), table_schema(config), config.partitioning, config.pipeline),
+    return (fmt.open(spark, fmt.ref(config, settings), table_schema(config), config.partitioning, config.pipeline,
+                     settings),
             fmt.open(spark, fmt.ref(config, settings, config.sink.dead_letters),
-                     dead_letter_schema(coordinates_for(config)), [], config.pipeline))
+                     dead_letter_schema(coordinates_for(config)), [], config.pipeline, settings))
 
 
 def ddl_columns(schema: "StructType") -> str:

@@ -12,6 +12,8 @@ from ingest.commits import CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, java_raised,
                              utc_from_millis)
+from ingest.formats.delta_checkpoints import (CHECKPOINT_INTERVAL_KEY, SPARK_CHECKPOINT_INTERVAL, LogCheckpointer,
+                                              takes_over)
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
@@ -110,8 +112,8 @@ class DeltaFormat(TableFormat):
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.delta_location(settings, table)
 
-    def open(self, spark, ref, schema=None, partitioning=None, pipeline="") -> "DeltaLakeTable":
-        return DeltaLakeTable(spark, ref, schema, list(partitioning or []), pipeline)
+    def open(self, spark, ref, schema=None, partitioning=None, pipeline="", settings=None) -> "DeltaLakeTable":
+        return DeltaLakeTable(spark, ref, schema, list(partitioning or []), pipeline, settings)
 
     def scratch(self, spark, directory, schema, partitioning, pipeline) -> "DeltaLakeTable":
         return DeltaLakeTable(spark, f"file:{directory}", schema, partitioning, pipeline)
@@ -140,11 +142,14 @@ class DeltaFormat(TableFormat):
 
 class DeltaLakeTable(LakeTable):
     def __init__(self, spark: "SparkSession", location: str, schema: "StructType | None",
-                 partitioning: "list[PartitionField]", pipeline: str):
+                 partitioning: "list[PartitionField]", pipeline: str, settings: "Settings | None" = None):
         super().__init__(spark, location.rstrip("/"), schema, partitioning, pipeline)
         self.location = self.ref
+        self.settings = settings
         self._plain_partitions: list[PartitionField] | None = None  # read from the table on first write
         self.display_name = f"delta:{self.location}"
+        # Set by ensure() where Lakeline writes the log checkpoints (ingest.formats.delta_checkpoints).
+        self.log_checkpoints: LogCheckpointer | None = None
 
     # ---- the pipeline's side ---------------------------------------------------------------------------------
     def ensure(self) -> None:
@@ -153,9 +158,15 @@ class DeltaLakeTable(LakeTable):
         # On a table that exists, createIfNotExists changes and checks nothing (not even the schema), but in a
         # driver that has just started its code path costs about 2 s of a restart.
         if self._exists_or_clear_interrupted_create():
-            self._check_partitioning()
+            metadata = self._snapshot()[1].metadata()
+            self._check_partitioning(metadata)
+            configuration = metadata.configuration()
+            interval = (str(configuration.apply(CHECKPOINT_INTERVAL_KEY))
+                        if configuration.contains(CHECKPOINT_INTERVAL_KEY) else None)
+            self._start_log_checkpoints(interval)
             return
-        builder = DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
+        builder = (DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
+                   .property(CHECKPOINT_INTERVAL_KEY, str(SPARK_CHECKPOINT_INTERVAL)))
         for field in self.partitioning:
             if not field.is_source_column:
                 builder = builder.addColumn(field.column, generated_type(field),
@@ -163,11 +174,26 @@ class DeltaLakeTable(LakeTable):
         if self.partitioning:
             builder = builder.partitionedBy(*(field.column for field in self.partitioning))
         builder.execute()
+        self._start_log_checkpoints(str(SPARK_CHECKPOINT_INTERVAL))
 
-    def _check_partitioning(self) -> None:
+    def _start_log_checkpoints(self, table_interval: str | None) -> None:
+        """Lakeline writes this table's log checkpoints (with delta-rs, after commits) where the table leaves them
+        to it: see ingest.formats.delta_checkpoints. Needs the settings to reach the store without Spark."""
+        if self.settings is None or not takes_over(table_interval):
+            return
+        uri, options = delta_rs_uri(self.location), delta_storage_options(self.settings)
+
+        def open_table():
+            from deltalake import DeltaTable
+
+            return DeltaTable(uri, storage_options=options)
+
+        self.log_checkpoints = LogCheckpointer(self.location.rsplit("/", 1)[-1], open_table)
+
+    def _check_partitioning(self, metadata) -> None:
         """An existing table's partition columns are the declared ones, in order (a table made by an earlier
         release holds them as plain columns, which `_with_partition_values` fills the same way)."""
-        columns = self._snapshot()[1].metadata().partitionColumns()
+        columns = metadata.partitionColumns()
         have = [str(columns.apply(i)) for i in range(columns.length())]
         want = [field.column for field in self.partitioning]
         if [c.lower() for c in have] != [c.lower() for c in want]:
@@ -221,6 +247,8 @@ class DeltaLakeTable(LakeTable):
             writer = (writer.option("txnAppId", f"lakeline.{self.pipeline}.{record.lineage}")
                       .option("txnVersion", str(record.batch_id)))
         writer.save(self.location)
+        if self.log_checkpoints is not None:
+            self.log_checkpoints.committed()
 
     def _records(self, limit: int | None) -> list[tuple[int, CommitRecord]]:
         from delta.tables import DeltaTable

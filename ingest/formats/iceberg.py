@@ -118,7 +118,7 @@ class IcebergFormat(TableFormat):
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.iceberg_identifier(settings, table)
 
-    def open(self, spark, ref, schema=None, partitioning=None, pipeline="") -> "IcebergLakeTable":
+    def open(self, spark, ref, schema=None, partitioning=None, pipeline="", settings=None) -> "IcebergLakeTable":
         return IcebergLakeTable(spark, ref, schema, list(partitioning or []), pipeline)
 
     def classify(self, exc: BaseException) -> type[LakelineError] | None:

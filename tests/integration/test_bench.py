@@ -57,3 +57,18 @@ def test_decode_benchmark_runs_every_variant(tmp_path):
     variants = {" ".join(f[:f.index("median")]) for f in figures if "median" in f}
     assert variants == {"scan", "typed parse", "decode"}, done.stdout
     assert all(float(f[f.index("median") + 1]) > 0 for f in figures if "median" in f), done.stdout
+
+
+@pytest.mark.heavy  # ~1 min: one Spark driver, 3 x 12 small commits
+def test_commit_cost_benchmark_measures_each_variant(stack_env, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bench.commit_cost", "--commits", "12", "--no-write"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    rows = {r["variant"]: r for r in (json.loads(line.strip()) for line in done.stdout.splitlines()
+                                      if line.strip().startswith("{"))}
+    assert set(rows) == {"delta-spark", "delta-lakeline", "iceberg"}, done.stdout
+    assert all(r["commit_median_s"] > 0 and r["requests_per_commit_median"] > 0 for r in rows.values()), rows
+    assert rows["delta-lakeline"]["log_checkpoints"] == 2  # after the first commit and the eleventh
+    assert "log_checkpoints" not in rows["delta-spark"]  # Delta's default interval: left to Spark
+    assert rows["iceberg"]["metadata_json_kb"] > 0

@@ -148,3 +148,55 @@ def test_iceberg_last_commit_walks_the_current_lineage(spark, settings):
     catalog = dead.identifier.split(".")[0]
     spark.sql(f"CALL {catalog}.system.rollback_to_snapshot('{dead.identifier.split('.', 1)[1]}', {kept})")
     assert dead.last_commit() == records[1] == dead.commits()[-1]
+
+
+def test_delta_log_checkpoints_are_written_by_lakeline_off_the_commit_path(spark, settings):
+    """A table Lakeline creates leaves log checkpoints to Lakeline (delta.checkpointInterval 1000): after the
+    first commit and every tenth, delta-rs writes one in the background. Spark reads the table from it, keeping
+    the rows, the schema and the transaction ids that make a replayed batch a no-op; Spark itself wrote no
+    checkpoint at version 10. A table that keeps Delta's default interval is left to Spark."""
+    import json
+    from datetime import datetime, UTC
+
+    from ingest.commits import CommitRecord
+
+    config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_logcp_{uuid.uuid4().hex[:6]}"))
+    _, dead = tables_for(spark, config, settings)
+    dead.ensure()  # version 0
+    assert dead.log_checkpoints is not None
+    props = spark.sql(f"DESCRIBE DETAIL delta.`{dead.location}`").first()["properties"]
+    assert props["delta.checkpointInterval"] == "1000"
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+    records = [CommitRecord(config.pipeline, "L0" if batch == 0 else "L1", batch, {("orders", 0): batch},
+                            {("orders", 0): batch + 1}, 0, 1) for batch in range(12)]
+    for record in records:  # versions 1..12; each batch may be a replay, so each carries its transaction id
+        dead.append(rows, record, may_be_replay=True)
+        dead.log_checkpoints.wait(60)
+    assert [version for version, _ in dead.log_checkpoints.written] == [1, 11]
+    assert dead.log_checkpoints.failures == 0
+
+    bucket, prefix = split_s3_uri(dead.location)
+    s3 = s3_client(settings)
+    names = {o["Key"].rsplit("/", 1)[1] for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/_delta_log/")
+             ["Contents"]}
+    assert {f"{v:020d}.checkpoint.parquet" for v in (1, 11)} <= names
+    assert f"{10:020d}.checkpoint.parquet" not in names  # no checkpoint inside the tenth commit
+    last = json.loads(s3.get_object(Bucket=bucket, Key=f"{prefix}/_delta_log/_last_checkpoint")["Body"].read())
+    assert last["version"] == 11
+
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # a cold reader
+    snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, dead.location)._2()
+    assert snapshot.version() == 12 and snapshot.checkpointProvider().version() == 11
+    assert dead.read().count() == 12 and dead.read().schema == dead.schema
+    # Lineage L0's transaction id (version 1) is now known only from the checkpoint: replaying its batch is a no-op.
+    dead.append(rows, records[0], may_be_replay=True)
+    assert dead.read().count() == 12
+
+    other = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_logcp_{uuid.uuid4().hex[:6]}"))
+    _, plain = tables_for(spark, other, settings)
+    # the table an earlier release made: Delta's default checkpoint interval
+    spark.createDataFrame([], plain.schema).write.format("delta").save(plain.location)
+    plain.ensure()
+    assert plain.log_checkpoints is None
