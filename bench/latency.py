@@ -213,7 +213,10 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         if loader is not None and loader.poll() is None:
             loader.kill()
     since = sent["schedule_start_ms"] + int(warmup * 1000)
-    breakdown = _lakeline_batch_times(read_events(_events_file(log).read_text())) if system == "lakeline" else {}
+    events = read_events(_events_file(log).read_text()) if system == "lakeline" else []
+    breakdown = _lakeline_batch_times(events) if events else {}
+    if events and killed_ms is not None and not standby:
+        breakdown.update(_restart_times(events, killed_ms))
     latencies, rows, distinct = row_latencies(location, settings, since, sent["schedule_end_ms"])
     all_commits = delta_log.commits()
     window = [c["timestamp_ms"] for c in all_commits
@@ -247,6 +250,24 @@ def _lakeline_batch_times(events: list) -> dict:
     names = sorted({name for phases in batches for name in phases})
     return {f"batch_{name}_median_s": round(statistics.median(p[name] for p in batches if name in p), 3)
             for name in names}
+
+
+def _restart_times(events: list, killed_ms: int) -> dict:
+    """Where a restart's seconds went, from the restarted driver's run events: kill to the start plan (process,
+    imports, JVM and Spark session: `spark_s`; the tables and checkpoint read: `read_s`), then its first batch."""
+    from ingest.events import BatchCommitted, RunStarted
+
+    started = next((e for e in events if isinstance(e, RunStarted)), None)
+    first = next((e for e in events if isinstance(e, BatchCommitted) and e.rows + e.dead_letters), None)
+    if started is None:
+        return {}
+    times = {"restart_to_plan_s": round(started.at - killed_ms / 1000, 2),
+             "restart_spark_s": round(started.spark_seconds, 2), "restart_read_s": round(started.read_seconds, 2)}
+    if first is not None:
+        times.update({"restart_first_batch_s": round(first.seconds, 2), "restart_first_batch_rows": first.rows,
+                      "restart_first_batch_phases": first.phases,
+                      "restart_plan_to_first_commit_s": round(first.at - started.at, 2)})
+    return times
 
 
 def plot_latency(path: str | Path, results: list[dict]) -> None:

@@ -234,6 +234,8 @@ class Pipeline:
             heart.join(30)
             self._clear_heartbeat()
             self.spark.streams.removeListener(self._listener)
+            for table in (self._start.main, self._start.dead):
+                table.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         summary = RunSummary(self._start.plan, [reports[k] for k in sorted(reports)])

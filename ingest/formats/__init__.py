@@ -100,6 +100,10 @@ class LakeTable(ABC):
         (lineage, batch) the table already holds; with `may_be_replay` the table also checks at commit time where
         the format can (Delta's txnAppId/txnVersion)."""
 
+    def close(self, timeout: float = 30) -> None:
+        """Let work the table runs in the background end (at most `timeout` s): a run calls this as it stops."""
+        return None  # most tables run nothing in the background
+
     @abstractmethod
     def commits(self) -> list[CommitRecord]:
         """This pipeline's commit records, oldest first, on the table's current lineage of versions/snapshots."""

@@ -250,6 +250,10 @@ class DeltaLakeTable(LakeTable):
         if self.log_checkpoints is not None:
             self.log_checkpoints.committed()
 
+    def close(self, timeout: float = 30) -> None:
+        if self.log_checkpoints is not None:
+            self.log_checkpoints.wait(timeout)
+
     def _records(self, limit: int | None) -> list[tuple[int, CommitRecord]]:
         from delta.tables import DeltaTable
 
