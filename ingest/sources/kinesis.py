@@ -10,9 +10,11 @@ TRIM_HORIZON: how a pipeline rebuilds its checkpoint from the table's offsets); 
 connection: endpoint, region, access_key_id, secret_access_key, session_token.
 
 Planning happens on the driver in latestOffset(): it reads ahead (at most the per-batch record limit, split over
-the readable shards) and records, per shard, the last sequence number the batch includes. read() then re-reads
-AFTER_SEQUENCE_NUMBER <start> up to and including that number, so a replayed batch reads exactly the same
-records. Offset layout and shard order: ingest.sources.kinesis_offsets.
+the readable shards) and records, per shard, the last sequence number the batch includes. The records it read go
+to the workers inside the batch's input partitions, so each record is fetched once. A partition planned without
+them (a batch replayed after a restart, whose plan came from the offset log) reads AFTER_SEQUENCE_NUMBER <start>
+up to and including that number: the same records, since a shard's records never change. Offset layout and
+shard order: ingest.sources.kinesis_offsets.
 
 Columns: stream, shard_id, sequence_number (zero-padded decimal string, sorts numerically),
 approximate_arrival_timestamp, partition_key, data (binary).
@@ -53,9 +55,23 @@ def _starting_position(value: str | None) -> str:
 
 
 class KinesisPartition(InputPartition):
-    def __init__(self, stream: str, shard: ko.ShardRange, connection: dict[str, str]):
+    """One shard's range of a batch, with its records when the planner read them (None: read them)."""
+
+    def __init__(self, stream: str, shard: ko.ShardRange, connection: dict[str, str],
+                 rows: list[tuple] | None = None):
         super().__init__(shard.shard_id)
-        self.stream, self.shard, self.connection = stream, shard, connection
+        self.stream, self.shard, self.connection, self.rows = stream, shard, connection, rows
+
+
+def _row(stream: str, shard_id: str, record: dict) -> tuple:
+    return (stream, shard_id, ko.pad_sequence(record["SequenceNumber"]), record.get("ApproximateArrivalTimestamp"),
+            record.get("PartitionKey"), bytes(record["Data"]))
+
+
+def _same_start(a: str, b: str) -> bool:
+    """Whether two positions start a read at the same place (AFTER:007 and AFTER:7 do)."""
+    seq_a, seq_b = ko.last_sequence(a), ko.last_sequence(b)
+    return seq_a == seq_b if seq_a is not None or seq_b is not None else a == b
 
 
 class KinesisDataSource(DataSource):
@@ -91,6 +107,8 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._initial: dict | None = None
         # The end of the newest batch Spark planned, ran or committed: the next plan starts here.
         self._current: dict[str, str] | None = None
+        # What the newest plan read, per shard: (start position, last sequence, rows), for its input partitions.
+        self._prefetched: dict[str, tuple[str, int, list[tuple]]] = {}
 
     @property
     def client(self):
@@ -120,25 +138,31 @@ class KinesisStreamReader(DataSourceStreamReader):
         shards = self.client.list_shards(self.stream)
         positions = ko.with_new_shards(self._current, shards, self.starting_position, time.time())
         readable = ko.readable_shards(shards, positions)
+        self._prefetched = {}  # only the newest plan's records are kept: an older plan's batch reads its own
         for shard, budget in zip(readable, ko.split_budget(self.max_records, len(readable)), strict=True):
             positions[shard.shard_id] = self._scan(shard, positions[shard.shard_id], budget)
         self._current = positions
         return ko.offset(self.stream, positions)
 
     def _scan(self, shard: ko.ShardInfo, position: str, budget: int) -> str:
-        """The new planned position of one shard: at most `budget` records past `position`."""
+        """The new planned position of one shard: at most `budget` records past `position`. The records read
+        are kept for the batch's input partition."""
         count, last, finished = 0, None, False
+        rows: list[tuple] = []
         for records, ended, caught_up in self.client.pages(self.stream, shard.shard_id, position,
                                                            page_limit=budget):
             take = records[:budget - count]
             if take:
                 last, count = take[-1]["SequenceNumber"], count + len(take)
+                rows.extend(_row(self.stream, shard.shard_id, r) for r in take)
             if len(take) == len(records) and (ended or (caught_up and shard.closed)):
                 # Read to the end of a closed shard: NextShardIterator is null, or nothing is behind.
                 finished = True
             if count >= budget:
                 break
         seq = int(last) if last is not None else ko.last_sequence(position)
+        if rows:
+            self._prefetched[shard.shard_id] = (position, int(last), rows)
         if not finished and shard.closed and seq is not None and seq >= int(shard.ending_sequence):
             finished = True
         if finished:
@@ -147,8 +171,19 @@ class KinesisStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[KinesisPartition]:
         self._advance(end)
-        return [KinesisPartition(self.stream, r, self.connection)
+        return [KinesisPartition(self.stream, r, self.connection, self._planned_rows(r))
                 for r in ko.plan_ranges(ko.positions_of(start), ko.positions_of(end))]
+
+    def _planned_rows(self, shard: ko.ShardRange) -> list[tuple] | None:
+        """The rows the planner read for exactly this range (handed over once), or None."""
+        prefetched = self._prefetched.get(shard.shard_id)
+        if prefetched is None:
+            return None
+        position, last, rows = prefetched
+        if last != shard.end or not _same_start(position, shard.start):
+            return None
+        del self._prefetched[shard.shard_id]
+        return rows
 
     def commit(self, end: dict) -> None:
         self._advance(end)
@@ -157,6 +192,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         from ingest.adapters.kinesis import KinesisClient
         from ingest.errors import KinesisError
 
+        if partition.rows is not None:
+            yield from partition.rows
+            return
         client = KinesisClient(partition.connection)
         rng, stream = partition.shard, partition.stream
         for records, ended, _ in client.pages(stream, rng.shard_id, rng.start, max_empty_pages=50):
@@ -164,8 +202,7 @@ class KinesisStreamReader(DataSourceStreamReader):
                 seq = int(r["SequenceNumber"])
                 if seq > rng.end:
                     return
-                yield (stream, rng.shard_id, ko.pad_sequence(seq), r.get("ApproximateArrivalTimestamp"),
-                       r.get("PartitionKey"), bytes(r["Data"]))
+                yield _row(stream, rng.shard_id, r)
                 if seq == rng.end:
                     return
             if ended:

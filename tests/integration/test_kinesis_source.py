@@ -181,13 +181,19 @@ def test_replayed_batch_reads_exactly_the_planned_records(kinesis):
     reader = KinesisStreamReader({**kinesis, "stream": stream, "max_records_per_batch": "150"})
     start = reader.initialOffset()
     end = reader.latestOffset()
-    first = [row for part in reader.partitions(start, end) for row in reader.read(part)]
+    parts = reader.partitions(start, end)
+    # The planner's read-ahead travels in the partitions: the workers fetch nothing (each record is read once).
+    assert len(parts) == 2 and all(part.rows is not None for part in parts)
+    first = [row for part in parts for row in reader.read(part)]
     assert len(first) == 150
     _put(client, stream, 400, 200)
-    # A new reader (a restarted driver) replays the same planned batch.
+    # A new reader (a restarted driver) replays the same planned batch, fetching it from Kinesis.
     again = KinesisStreamReader({**kinesis, "stream": stream, "max_records_per_batch": "150"})
-    replay = [row for part in again.partitions(start, end) for row in again.read(part)]
+    replay_parts = again.partitions(start, end)
+    assert all(part.rows is None for part in replay_parts)
+    replay = [row for part in replay_parts for row in again.read(part)]
     assert replay == first
+    assert all(part.rows is None for part in reader.partitions(start, end))  # handed over once, then read
     following = again.latestOffset()
     rest = [row for part in again.partitions(end, following) for row in again.read(part)]
     assert not {(r[1], r[2]) for r in rest} & {(r[1], r[2]) for r in first}
