@@ -1,16 +1,17 @@
-"""Drain throughput side by side: N clean sample events preloaded into one topic, then drained into a Delta table
-by each system in turn (Lakeline, plain Spark with the built-in Delta sink, a Python consumer writing with
-delta-rs), each from the earliest offset into its own table. Prints a table and writes
+"""Drain throughput side by side: N clean sample events preloaded into one topic, then drained by each system in
+turn, each from the earliest offset into its own table: into Delta by Lakeline, plain Spark with the built-in Delta
+sink and a Python consumer writing with delta-rs; into Iceberg by Lakeline and plain Spark with the Iceberg sink
+(the same embedded catalog). Prints a table and writes
 bench/results/drain-peers-<date>.{json,md}.
 
     .venv/bin/python -m bench.drain_peers --count 1000000
 
 Each system runs as its own process, started as in the latency benchmark (Lakeline: `lakeline ingest`,
 processing-time trigger, no per-batch limit; the peers with their defaults). Throughput = N / (timestamp of the
-last Delta commit - the moment the system reported ready), so JVM and Spark start are excluded for every system,
-and the first batch's planning, table creation and every commit are included. The end is read from the table's
-own log; no clock inside a system is read. CPU = user+system seconds of the system's whole process group (driver,
-JVM, Python workers) from ready to drained. Exact = rows in the table == distinct event ids == N.
+last commit in the table's log - the moment the system reported ready), so JVM and Spark start are excluded for
+every system, and the first batch's planning, table creation and every commit are included. The end is read from
+the table's own log; no clock inside a system is read. CPU = user+system seconds of the system's whole process
+group (driver, JVM, Python workers) from ready to drained. Exact = rows in the table == distinct event ids == N.
 
 The events are clean (no bad records): the delta-rs peer has no dead-letter path and plain Spark would write a bad
 record as a row of nulls, so equal correctness needs clean input. `bench.drain` measures Lakeline with 1% bad.
@@ -28,21 +29,29 @@ from pathlib import Path
 
 from bench.common import cpu_seconds, document, write
 
-SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
+SYSTEMS = ("lakeline", "spark-delta", "delta-rs", "lakeline-iceberg", "spark-iceberg")
+FORMAT = {"lakeline": "delta", "spark-delta": "delta", "delta-rs": "delta", "lakeline-iceberg": "iceberg",
+          "spark-iceberg": "iceberg"}
 
 
 def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
     """Drain `topic` (holding `count` events) with one system into a table of its own."""
     from bench.delta_log import DeltaLogReader, row_latencies
+    from bench.iceberg_log import IcebergLogReader, rows_and_ids
     from bench.latency import _start, _stop, wait_drained
     from ingest.adapters.object_store import s3_client
 
     bucket = f"bench-drain-{run_id}-{system}"
     s3_client(settings).create_bucket(Bucket=bucket)
-    location = f"s3a://{bucket}/{topic}_{system.replace('-', '_')}"
+    table = f"{topic}_{system.replace('-', '_')}"
     env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse"}
     work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-drain-{system}-"))
-    delta_log = DeltaLogReader(location, settings)
+    if FORMAT[system] == "delta":
+        location = f"s3a://{bucket}/{table}"
+        delta_log = DeltaLogReader(location, settings)
+    else:  # the stack's Iceberg catalog; the table's files go under this run's bucket (LAKELINE_WAREHOUSE)
+        location = f"{settings.iceberg_catalog_name}.bench_drain.{table}"
+        delta_log = IcebergLogReader(location, settings)
     print(f"\n== {system}: draining {count:,} events ...", flush=True)
     process, log = _start(system, topic, location, work, env)
     ready_ms, cpu_at_ready = int(time.time() * 1000), cpu_seconds(group=process.pid)
@@ -55,8 +64,12 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
         _stop(process)
     commits = [c for c in delta_log.commits() if c["files"] and c["timestamp_ms"]]
     seconds = (commits[-1]["timestamp_ms"] - ready_ms) / 1000
-    _, rows, distinct = row_latencies(location, settings, 0, 0)
-    result = {"benchmark": "drain_peers", "system": system, "records": count, "commits": len(commits),
+    if FORMAT[system] == "delta":
+        _, rows, distinct = row_latencies(location, settings, 0, 0)
+    else:
+        rows, distinct = rows_and_ids(location, settings)
+    result = {"benchmark": "drain_peers", "system": system, "format": FORMAT[system], "records": count,
+              "commits": len(commits),
               "seconds": round(seconds, 1), "records_per_s": round(count / seconds),
               "cpu_s": round(cpu, 1), "cpu_s_per_million": round(cpu / count * 1e6, 1),
               "rows": rows, "distinct_ids": distinct, "exact": rows == distinct == count}
@@ -67,7 +80,9 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
-    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                        help="default: all (lakeline, spark-delta and delta-rs into Delta; lakeline-iceberg and "
+                             "spark-iceberg into Iceberg)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
     args = parser.parse_args(argv)
 
@@ -86,17 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {args.count / produced.seconds:,.0f} msg/s produced", flush=True)
     results = [measure(system, topic, args.count, settings, run_id) for system in args.systems]
 
-    lakeline = next((r for r in results if r["system"] == "lakeline"), None)
-    table = ["| system | records | commits | seconds | records/s | vs Lakeline | CPU s | CPU s / 1M | exact |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lakeline = {r["format"]: r for r in results if r["system"].startswith("lakeline")}
+    table = ["| system | format | records | commits | seconds | records/s | vs Lakeline (same format) | CPU s | "
+             "CPU s / 1M | exact |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in results:
-        ratio = f"{r['records_per_s'] / lakeline['records_per_s']:.2f}×" if lakeline else "-"
-        table.append(f"| {r['system']} | {r['records']:,} | {r['commits']} | {r['seconds']} | "
+        same = lakeline.get(r["format"])
+        ratio = f"{r['records_per_s'] / same['records_per_s']:.2f}×" if same else "-"
+        table.append(f"| {r['system']} | {r['format']} | {r['records']:,} | {r['commits']} | {r['seconds']} | "
                      f"{r['records_per_s']:,} | {ratio} | {r['cpu_s']} | {r['cpu_s_per_million']} | {r['exact']} |")
     print("\n".join(table))
     if not args.no_write:
         doc = document("drain-peers", argv, results, module="drain_peers", count=args.count)
-        write(doc, "Drain throughput, Lakeline vs peers (clean events, into Delta)", "\n".join(table))
+        write(doc, "Drain throughput, Lakeline vs peers (clean events, into Delta and Iceberg)", "\n".join(table))
     return 0 if all(r["exact"] for r in results) else 3
 
 

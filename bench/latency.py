@@ -36,9 +36,12 @@ from ingest.events import RunStarted, StandbyReady, read_events
 from bench.delta_log import DeltaLogReader, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
+# The Iceberg variants (bench.drain_peers): Lakeline into Iceberg, plain Spark's Iceberg sink.
+ICEBERG_SYSTEMS = ("lakeline-iceberg", "spark-iceberg")
 PRIMING_RATE = 100  # records in the one-second priming load
 QUIET_SECONDS = 10  # no new commit for this long (and every record in) = drained
-READY_MARKERS = {"spark-delta": "READY", "delta-rs": "READY"}  # Lakeline: its run_started / standby_ready event
+# Lakeline: its run_started / standby_ready event
+READY_MARKERS = {"spark-delta": "READY", "spark-iceberg": "READY", "delta-rs": "READY"}
 
 
 def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0,
@@ -48,23 +51,32 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
     from infra.paths import REPO_ROOT
 
     log = work / f"{system}-{attempt}{'-standby' if standby else ''}.log"
-    if system == "lakeline":
+    if system in ("lakeline", "lakeline-iceberg"):
         template = yaml.safe_load((REPO_ROOT / "conf" / "pipelines" / "orders_delta.yaml").read_text())
         pipeline = work / "pipeline.yaml"
+        partition = {"column": "event_date", "source": "event_time", "transform": "day"}
+        if system == "lakeline":
+            sink = {"format": "delta", "table": topic, "location": location, "partition": partition}
+            checkpoint = location + "_checkpoint"
+        else:  # location is the Iceberg table's catalog.namespace.table
+            _, namespace, table = location.split(".")
+            sink = {"format": "iceberg", "namespace": namespace, "table": table, "partition": partition}
+            checkpoint = f"{env['LAKELINE_WAREHOUSE']}/_checkpoints/{table}"
         pipeline.write_text(yaml.safe_dump({
             "pipeline": f"bench_latency_{topic}", "source": {"kind": "kafka", "topics": [topic],
                                                             "starting_offsets": "earliest"},
-            "schema": template["schema"],
-            "sink": {"format": "delta", "table": topic, "location": location,
-                     "partition": {"column": "event_date", "source": "event_time", "transform": "day"}},
-            "checkpoint": {"location": location + "_checkpoint"},
+            "schema": template["schema"], "sink": sink, "checkpoint": {"location": checkpoint},
             "trigger": "processing-time=0ms"}, sort_keys=False))
         command = [sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(pipeline), "--events",
                    str(_events_file(log))]
         command += ["--standby"] if standby else []
     elif system == "spark-delta":
-        command = [sys.executable, "-m", "bench.peers.spark_delta", "--topic", topic, "--location", location,
+        command = [sys.executable, "-m", "bench.peers.spark_plain", "--topic", topic, "--location", location,
                    "--checkpoint", location + "_checkpoint"]
+    elif system == "spark-iceberg":
+        command = [sys.executable, "-m", "bench.peers.spark_plain", "--format", "iceberg", "--topic", topic,
+                   "--location", location,
+                   "--checkpoint", f"{env['LAKELINE_WAREHOUSE']}/_checkpoints/{location.rsplit('.', 1)[1]}"]
     else:
         command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location,
                    "--group", f"bench-{topic}"]
@@ -72,7 +84,7 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
                                env=env)
     deadline = time.monotonic() + 240
     def ready() -> bool:
-        if system != "lakeline":
+        if not system.startswith("lakeline"):
             return READY_MARKERS[system] in log.read_text()
         events = _events_file(log)
         return events.exists() and any(isinstance(e, StandbyReady if standby else RunStarted)

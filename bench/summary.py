@@ -40,7 +40,13 @@ def _rows(docs: dict[str, dict]) -> list[tuple[str, ...]]:
         by = {r["system"]: r for r in doc["results"]}
         if "lakeline" in by:
             rows.append(_compare("drain, records/s (1M clean, Delta)", by, "records_per_s", ",", TARGETS["drain"]))
-            rows.append(_compare("drain, CPU s per 1M", by, "cpu_s_per_million", "", ""))
+            rows.append(_compare("drain, CPU s per 1M (Delta)", by, "cpu_s_per_million", "", ""))
+        if "lakeline-iceberg" in by:  # like for like: the plain Spark column holds plain Spark's Iceberg sink
+            iceberg = {"lakeline": by["lakeline-iceberg"],
+                       **({"spark-delta": by["spark-iceberg"]} if "spark-iceberg" in by else {})}
+            rows.append(_compare("drain, records/s (1M clean, Iceberg)", iceberg, "records_per_s", ",",
+                                 TARGETS["drain"]))
+            rows.append(_compare("drain, CPU s per 1M (Iceberg)", iceberg, "cpu_s_per_million", "", ""))
     if doc := docs.get("drain"):
         for r in doc["results"]:
             rows.append((f"drain with 1% bad, records/s ({r['format']}, Lakeline only)", f"{r['records_per_s']:,}",

@@ -107,7 +107,7 @@ class BatchCommitter:
         return self._last
 
     def new_start(self) -> None:
-        """A new query start on the same tables (available-now drain rounds)."""
+        """A new query start on the same tables (add mode restarts the query to decode with new columns)."""
         self.first_batch_of_start = True
 
     def process(self, batch: "DataFrame", batch_id: int) -> None:

@@ -63,6 +63,7 @@ class Pipeline:
                  trigger: str | None = None, events: Events | None = None):
         self.config, self.settings = config, settings
         self.trigger = parse_trigger(trigger or config.trigger)
+        self._run_began = time.time()  # run() sets it again: an available-now Kinesis run plans what arrived before
         self.events = events if events is not None else Events(HumanLines())
         self._spark = spark
         self._spark_start_seconds = 0.0  # building the session, when this pipeline built it
@@ -133,19 +134,51 @@ class Pipeline:
             self.prepare()
         self._committer.new_start()
         self._committer.plan_evolved = self._committer.evolved
-        source = source_stream(self.spark, self.config, self.settings, self._start.plan)
+        source = source_stream(self.spark, self.config, self.settings, self._start.plan,
+                               until_arrival=self._run_began if self._drains_to_idle else None)
         writer = (self.decoded_stream(source).writeStream.foreachBatch(self._committer.process)
                   .option("checkpointLocation", self.config.checkpoint_location(self.settings))
                   .queryName(self.query_name))
         kind, seconds = self.trigger
-        writer = writer.trigger(availableNow=True) if kind == "available-now" \
-            else writer.trigger(processingTime=f"{int(seconds * 1000)} milliseconds")
+        if self._drains_to_idle:
+            writer = writer.trigger(processingTime="0 seconds")  # until processAllAvailable returns: see run()
+        elif kind == "available-now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{int(seconds * 1000)} milliseconds")
         self._listener = progress_listener(self.query_name, self.config.pipeline, self._committer.reports,
                                            self.events, self._reported.add)
         self.spark.streams.addListener(self._listener)
         query = writer.start()
         self._committer.planned = lambda: planned_range(query)
         return query
+
+    @property
+    def _drains_to_idle(self) -> bool:
+        """Spark runs available-now for a source without admission control (a Python data source: Kinesis) as a
+        single batch. Such a run instead uses a processing-time trigger, plans only records that arrived before
+        the run began (`until_arrival`), and stops once a trigger finds nothing more: one query, each batch
+        within the per-batch limit."""
+        return self.trigger[0] == "available-now" and self.config.source.kind == "kinesis"
+
+    @staticmethod
+    def _drain_to_idle(query: "StreamingQuery") -> threading.Event:
+        """An event set once `query` has committed everything its source has (processAllAvailable, on a thread
+        of its own so that a stop signal is still heard), or has ended."""
+        from pyspark.errors import StreamingQueryException
+
+        drained = threading.Event()
+
+        def wait() -> None:
+            try:
+                query.processAllAvailable()
+            except StreamingQueryException:
+                pass  # the query failed: the run loop raises its error from query.exception()
+            finally:
+                drained.set()
+
+        threading.Thread(target=wait, name="lakeline-drain", daemon=True).start()
+        return drained
 
     # ---- liveness -------------------------------------------------------------------------------------------
     def _heartbeat(self, done: threading.Event) -> None:
@@ -189,18 +222,17 @@ class Pipeline:
             pass_jvm_sigterm_to_driver(self.spark)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, self.request_stop)
+        self._run_began = time.time()
         query = self.start()
         reports = self._committer.reports
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), name="lakeline-heartbeat", daemon=True)
         heart.start()
-        # Spark runs available-now for a source without admission control (a Python data source) as a single
-        # batch, capped by the Kinesis reader's per-batch limit: repeat until a round plans no new batch.
-        drain_rounds = self.config.source.kind == "kinesis" and self.trigger[0] == "available-now"
         try:
             while True:
-                batches_before = len(reports)
-                while query.isActive and not self._stop.is_set() and not self._committer.restart_requested:
+                drained = self._drain_to_idle(query) if self._drains_to_idle else threading.Event()
+                while query.isActive and not self._stop.is_set() and not self._committer.restart_requested \
+                        and not drained.is_set():
                     try:
                         query.awaitTermination(0.5)
                     except Exception:  # noqa: BLE001 - the query failed; our own typed error, if it was ours
@@ -210,6 +242,8 @@ class Pipeline:
                 if self._stop.is_set() and query.isActive:
                     self.events.emit(StopRequested(pipeline=self.config.pipeline))
                     query.stop()
+                elif drained.is_set() and query.isActive and query.exception() is None:
+                    query.stop()  # every record that had arrived when the run began is committed
                 self._await_batch_events()
                 failure = query.exception()
                 if failure is not None:
@@ -225,10 +259,7 @@ class Pipeline:
                     self.spark.streams.removeListener(self._listener)
                     query = self.start()
                     continue
-                if not drain_rounds or self._stop.is_set() or len(reports) == batches_before:
-                    break
-                self.spark.streams.removeListener(self._listener)
-                query = self.start()
+                break
         finally:
             beating.set()
             heart.join(30)

@@ -7,7 +7,9 @@
 Options: stream (required); starting_position TRIM_HORIZON | LATEST | AT_TIMESTAMP:<epoch seconds>;
 starting_positions (JSON {shard id: position}, overrides starting_position for those shards; other shards start at
 TRIM_HORIZON: how a pipeline rebuilds its checkpoint from the table's offsets); max_records_per_batch;
-connection: endpoint, region, access_key_id, secret_access_key, session_token.
+until_arrival (epoch seconds: plan only records that arrived by then, so an available-now run ends even while
+records keep coming; each shard's plan stops at its first later record); connection: endpoint, region,
+access_key_id, secret_access_key, session_token.
 
 Planning happens on the driver in latestOffset(): it reads ahead (at most the per-batch record limit, split over
 the readable shards) and records, per shard, the last sequence number the batch includes. The records it read go
@@ -94,6 +96,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         self.stream = options["stream"]
         self.starting_position = _starting_position(options.get("starting_position"))
         self.max_records = int(options.get("max_records_per_batch") or DEFAULT_MAX_RECORDS)
+        self.until_arrival = float(options["until_arrival"]) if options.get("until_arrival") else None
         explicit = options.get("starting_positions")
         self.explicit: dict[str, str] | None = None
         if explicit:
@@ -152,9 +155,14 @@ class KinesisStreamReader(DataSourceStreamReader):
         for records, ended, caught_up in self.client.pages(self.stream, shard.shard_id, position,
                                                            page_limit=budget):
             take = records[:budget - count]
+            later = self._first_after_cutoff(take)
+            if later is not None:
+                take = take[:later]  # a record that arrived after an available-now run began: stop before it
             if take:
                 last, count = take[-1]["SequenceNumber"], count + len(take)
                 rows.extend(_row(self.stream, shard.shard_id, r) for r in take)
+            if later is not None:
+                break
             if len(take) == len(records) and (ended or (caught_up and shard.closed)):
                 # Read to the end of a closed shard: NextShardIterator is null, or nothing is behind.
                 finished = True
@@ -168,6 +176,16 @@ class KinesisStreamReader(DataSourceStreamReader):
         if finished:
             return ko.done(seq)
         return ko.after(seq) if seq is not None else position
+
+    def _first_after_cutoff(self, records: list[dict]) -> int | None:
+        """Index of the first record that arrived after `until_arrival`, if any."""
+        if self.until_arrival is None:
+            return None
+        for index, record in enumerate(records):
+            arrived = record.get("ApproximateArrivalTimestamp")
+            if arrived is not None and arrived.timestamp() > self.until_arrival:
+                return index
+        return None
 
     def partitions(self, start: dict, end: dict) -> list[KinesisPartition]:
         self._advance(end)

@@ -58,12 +58,13 @@ def _kafka_progress(progress, initial: bool = False) -> "Offsets | None":
 
 
 def source_stream(spark: "SparkSession", config: "PipelineConfig", settings: "Settings",
-                  plan: "StartPlan") -> "DataFrame":
-    """The pipeline's source as a streaming frame of coordinates + `_key` + `_raw` (ingest.transforms shapes)."""
+                  plan: "StartPlan", until_arrival: float | None = None) -> "DataFrame":
+    """The pipeline's source as a streaming frame of coordinates + `_key` + `_raw` (ingest.transforms shapes).
+    `until_arrival` (Kinesis, epoch seconds): plan only records that arrived by then (an available-now run)."""
     from ingest.transforms import kafka_coordinates, kinesis_coordinates
 
     if config.source.kind == "kinesis":
-        return kinesis_coordinates(_kinesis(spark, config, settings, plan))
+        return kinesis_coordinates(_kinesis(spark, config, settings, plan, until_arrival))
     return kafka_coordinates(_kafka(spark, config, settings, plan))
 
 
@@ -102,7 +103,8 @@ def _kafka(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
     return reader.load()
 
 
-def _kinesis(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", plan: "StartPlan") -> "DataFrame":
+def _kinesis(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", plan: "StartPlan",
+             until_arrival: float | None) -> "DataFrame":
     from ingest.adapters.kinesis import client_options
     from ingest.sources.kinesis import register
     from ingest.sources.kinesis_offsets import starting_positions
@@ -116,5 +118,7 @@ def _kinesis(spark: "SparkSession", config: "PipelineConfig", settings: "Setting
         # Rebuild: shards the table holds resume after their last recorded sequence number, others from
         # TRIM_HORIZON (like Kafka's earliest for a partition the table has never seen).
         reader = reader.option("starting_positions", json.dumps(starting_positions(plan.starting_offsets, src.stream)))
+    if until_arrival is not None:
+        reader = reader.option("until_arrival", repr(until_arrival))
     # Endpoint, region and credentials travel as options to the Python workers (never printed).
     return reader.options(**client_options(settings)).load()

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.heavy  # ~12 min: Spark drivers for the latency, drain and recovery peers, a drain, a small-files run
+@pytest.mark.heavy  # ~14 min: Spark drivers for the latency, drain (both formats) and recovery peers, a drain,
+# a small-files run
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     recorded = {p: p.stat().st_mtime for p in (REPO / "bench" / "results").iterdir()}
@@ -26,7 +27,8 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     lines = [json.loads(line.strip()) for line in done.stdout.splitlines()
              if line.strip().startswith("{") and '"exact"' in line]
     drained = [r for r in lines if r.get("benchmark") == "drain_peers"]
-    assert {r["system"] for r in drained} == {"lakeline", "spark-delta", "delta-rs"}, done.stdout[-4000:]
+    assert {r["system"] for r in drained} == {"lakeline", "spark-delta", "delta-rs", "lakeline-iceberg",
+                                              "spark-iceberg"}, done.stdout[-4000:]
     assert all(r["exact"] and r["records_per_s"] > 0 and r["commits"] >= 1 for r in drained), drained
     results = [r for r in lines if r.get("benchmark") != "drain_peers"]
     systems = {r["system"] for r in results if "system" in r}

@@ -199,6 +199,26 @@ def test_replayed_batch_reads_exactly_the_planned_records(kinesis):
     assert not {(r[1], r[2]) for r in rest} & {(r[1], r[2]) for r in first}
 
 
+def test_an_arrival_cutoff_plans_only_records_that_arrived_by_then(kinesis):
+    """An available-now run plans what had arrived when it began: a record that arrives later waits for the next
+    run, even on a shard that had older records in the same plan."""
+    from ingest.sources.kinesis import KinesisStreamReader
+
+    stream, client = _new_stream(kinesis, 2)
+    before = _put(client, stream, 0, 300)
+    cutoff = time.time()
+    after = _put(client, stream, 300, 100)
+    reader = KinesisStreamReader({**kinesis, "stream": stream, "until_arrival": repr(cutoff)})
+    start = reader.initialOffset()
+    end = reader.latestOffset()
+    rows = [row for part in reader.partitions(start, end) for row in reader.read(part)]
+    assert {(shard, int(seq)) for _, shard, seq, *_ in rows} == set(before)
+    assert reader.latestOffset() == end  # nothing more for this run: Spark plans no further batch
+    later = KinesisStreamReader({**kinesis, "stream": stream})  # the next run takes the rest
+    rest = [row for part in later.partitions(end, later.latestOffset()) for row in later.read(part)]
+    assert {(shard, int(seq)) for _, shard, seq, *_ in rest} == set(after)
+
+
 def test_missing_stream_is_a_clear_error(kinesis):
     from ingest.errors import KinesisError
     from ingest.sources.kinesis import KinesisStreamReader

@@ -47,3 +47,18 @@ def test_a_steady_state_latency_run_gets_rows_of_its_own_labelled_by_warm_up():
     first = next(line for line in lines if "p50 s at 20,000 msg/s |" in line)
     second = next(line for line in lines if "p50 s at 20,000 msg/s, after 120 s warm-up |" in line)
     assert "| 1.00 | 2.00 |" in first and "| 0.50 | 1.00 | 0.12 |" in second
+
+
+def test_iceberg_drain_rows_compare_lakeline_with_plain_sparks_iceberg_sink():
+    drained = [{"system": system, "records_per_s": rate, "cpu_s_per_million": cpu, "exact": True}
+               for system, rate, cpu in (("lakeline", 60000, 30.0), ("spark-delta", 50000, 25.0),
+                                         ("delta-rs", 80000, 10.0), ("lakeline-iceberg", 90000, 20.0),
+                                         ("spark-iceberg", 45000, 40.0))]
+    docs = {"drain-peers": {"at": "t", "command": "python -m bench.drain_peers", "results": drained}}
+    lines = render(docs).splitlines()
+    delta = next(line for line in lines if "records/s (1M clean, Delta)" in line)
+    iceberg = next(line for line in lines if "records/s (1M clean, Iceberg)" in line).split(" | ")
+    assert "| 60,000 | 50,000 | 80,000 | 1.20x | 0.75x |" in delta
+    assert iceberg[1:6] == ["90,000", "45,000", "-", "2.00x", "-"]
+    cpu = next(line for line in lines if "CPU s per 1M (Iceberg)" in line)
+    assert "| 20.0 | 40.0 | - | 0.50x | - |" in cpu
