@@ -29,9 +29,16 @@ from pathlib import Path
 
 from bench.common import cpu_seconds, document, write
 
-SYSTEMS = ("lakeline", "spark-delta", "delta-rs", "lakeline-iceberg", "spark-iceberg")
+SYSTEMS = ("lakeline", "spark-delta", "delta-rs", "lakeline-iceberg", "spark-iceberg", "flink-iceberg")
 FORMAT = {"lakeline": "delta", "spark-delta": "delta", "delta-rs": "delta", "lakeline-iceberg": "iceberg",
-          "spark-iceberg": "iceberg"}
+          "spark-iceberg": "iceberg", "flink-iceberg": "iceberg"}
+
+
+def default_systems() -> list[str]:
+    """Every system, the Flink peer only when installed (`bash infra/flink.sh`)."""
+    from bench.latency import FLINK_PYTHON
+
+    return [s for s in SYSTEMS if s != "flink-iceberg" or FLINK_PYTHON.exists()]
 
 
 def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
@@ -80,9 +87,10 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
-    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
-                        help="default: all (lakeline, spark-delta and delta-rs into Delta; lakeline-iceberg and "
-                             "spark-iceberg into Iceberg)")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=None,
+                        help="default: all (lakeline, spark-delta and delta-rs into Delta; lakeline-iceberg, "
+                             "spark-iceberg and, when `bash infra/flink.sh` has installed it, flink-iceberg into "
+                             "Iceberg)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
     args = parser.parse_args(argv)
 
@@ -99,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     produced = produce(orders_pipeline(topic, "delta", topic), settings, args.count, bad_ratio=0.0, seed=3,
                        partitions=4)
     print(f"  {args.count / produced.seconds:,.0f} msg/s produced", flush=True)
-    results = [measure(system, topic, args.count, settings, run_id) for system in args.systems]
+    systems = args.systems or default_systems()
+    if "flink-iceberg" not in systems and args.systems is None:
+        print("(the Flink peer is not installed: `bash infra/flink.sh` adds it)", flush=True)
+    results = [measure(system, topic, args.count, settings, run_id) for system in systems]
 
     lakeline = {r["format"]: r for r in results if r["system"].startswith("lakeline")}
     table = ["| system | format | records | commits | seconds | records/s | vs Lakeline (same format) | CPU s | "

@@ -37,11 +37,13 @@ from bench.delta_log import DeltaLogReader, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
 # The Iceberg variants (bench.drain_peers): Lakeline into Iceberg, plain Spark's Iceberg sink.
-ICEBERG_SYSTEMS = ("lakeline-iceberg", "spark-iceberg")
+ICEBERG_SYSTEMS = ("lakeline-iceberg", "spark-iceberg", "flink-iceberg")
+# The Flink peer's own environment (bash infra/flink.sh; opt-in).
+FLINK_PYTHON = Path(__file__).resolve().parents[1] / ".lakeline" / "flink-venv" / "bin" / "python"
 PRIMING_RATE = 100  # records in the one-second priming load
 QUIET_SECONDS = 10  # no new commit for this long (and every record in) = drained
 # Lakeline: its run_started / standby_ready event
-READY_MARKERS = {"spark-delta": "READY", "spark-iceberg": "READY", "delta-rs": "READY"}
+READY_MARKERS = {"spark-delta": "READY", "spark-iceberg": "READY", "flink-iceberg": "READY", "delta-rs": "READY"}
 
 
 def _start(system: str, topic: str, location: str, work: Path, env: dict, attempt: int = 0,
@@ -77,6 +79,15 @@ def _start(system: str, topic: str, location: str, work: Path, env: dict, attemp
         command = [sys.executable, "-m", "bench.peers.spark_plain", "--format", "iceberg", "--topic", topic,
                    "--location", location,
                    "--checkpoint", f"{env['LAKELINE_WAREHOUSE']}/_checkpoints/{location.rsplit('.', 1)[1]}"]
+    elif system == "flink-iceberg":
+        from infra.paths import state_dir
+
+        if not FLINK_PYTHON.exists():
+            raise RuntimeError("the Flink peer is not installed: run `bash infra/flink.sh` (opt-in, about 900 MB)")
+        command = [str(FLINK_PYTHON), str(REPO_ROOT / "bench" / "peers" / "flink_iceberg.py"), "--topic", topic,
+                   "--table", location, "--env-file", str(state_dir() / "stack" / "stack.env"),
+                   "--checkpoint-dir", f"file://{work / 'flink-checkpoints'}"]
+        env = {**env, "FLINK_LOG_DIR": str(work / "flink-logs")}
     else:
         command = [sys.executable, "-m", "bench.peers.deltars", "--topic", topic, "--location", location,
                    "--group", f"bench-{topic}"]
@@ -129,9 +140,11 @@ def _load(topic: str, rate: float, seconds: float, seed: int) -> dict:
 
 
 def _records(log: DeltaLogReader) -> tuple[int, int]:
-    """(records committed so far, newest version)."""
+    """(records committed so far, newest version that added data: an idle Flink sink still commits empty
+    snapshots now and then, which must not count as activity)."""
     seen = log.commits()
-    return sum(c["records"] for c in seen), seen[-1]["version"] if seen else -1
+    data = [c for c in seen if c["files"]]
+    return sum(c["records"] for c in seen), data[-1]["version"] if data else -1
 
 
 def wait_drained(system: str, process: subprocess.Popen, log: Path, delta_log: DeltaLogReader, expected: int,

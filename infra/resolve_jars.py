@@ -19,6 +19,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MAVEN_DIR = REPO_ROOT / "infra" / "maven"
 KINDS = ("spark", "kafka")
+OPTIONAL_KINDS = ("flink",)  # the Flink benchmark peer's jars: only with --kind flink (infra/flink.sh)
 _VERSION_SUFFIX = re.compile(r"-\d[\w.\-]*\.jar$")
 
 
@@ -116,7 +117,8 @@ def build_logstore(spark_dir: Path, python: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="the venv's python (to find pyspark's bundled jars)")
-    parser.add_argument("--kind", choices=KINDS, action="append", help="resolve only this kind (repeatable)")
+    parser.add_argument("--kind", choices=KINDS + OPTIONAL_KINDS, action="append",
+                        help=f"resolve only this kind (repeatable; default {', '.join(KINDS)})")
     args = parser.parse_args(argv)
     for kind in args.kind or KINDS:
         resolve(kind, REPO_ROOT / ".lakeline" / "jars" / kind, args.python)

@@ -27,8 +27,11 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     lines = [json.loads(line.strip()) for line in done.stdout.splitlines()
              if line.strip().startswith("{") and '"exact"' in line]
     drained = [r for r in lines if r.get("benchmark") == "drain_peers"]
+    from bench.latency import FLINK_PYTHON
+
+    flink = {"flink-iceberg"} if FLINK_PYTHON.exists() else set()  # the opt-in peer, once infra/flink.sh ran
     assert {r["system"] for r in drained} == {"lakeline", "spark-delta", "delta-rs", "lakeline-iceberg",
-                                              "spark-iceberg"}, done.stdout[-4000:]
+                                              "spark-iceberg"} | flink, done.stdout[-4000:]
     assert all(r["exact"] and r["records_per_s"] > 0 and r["commits"] >= 1 for r in drained), drained
     results = [r for r in lines if r.get("benchmark") != "drain_peers"]
     systems = {r["system"] for r in results if "system" in r}
@@ -74,3 +77,20 @@ def test_commit_cost_benchmark_measures_each_variant(stack_env, tmp_path):
     assert rows["delta-lakeline"]["log_checkpoints"] == 2  # after the first commit and the eleventh
     assert "log_checkpoints" not in rows["delta-spark"]  # Delta's default interval: left to Spark
     assert rows["iceberg"]["metadata_json_kb"] > 0
+
+
+@pytest.mark.heavy  # ~1 min once installed; infra/flink.sh downloads ~900 MB on a clean machine (a few minutes)
+@pytest.mark.timeout(1500)
+def test_flink_peer_installs_and_drains_into_iceberg_exactly(stack_env, tmp_path):
+    """The opt-in Flink peer: its set-up step works from the project's own files, and the peer drains the same
+    topic into the shared Iceberg catalog exactly, beside Lakeline's Iceberg drain."""
+    setup = subprocess.run(["bash", "infra/flink.sh"], cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    done = subprocess.run([sys.executable, "-m", "bench.drain_peers", "--count", "3000", "--systems",
+                           "lakeline-iceberg", "flink-iceberg", "--no-write"], cwd=REPO, capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    rows = {r["system"]: r for r in (json.loads(line.strip()) for line in done.stdout.splitlines()
+                                     if line.strip().startswith("{") and '"exact"' in line)}
+    assert set(rows) == {"lakeline-iceberg", "flink-iceberg"}, done.stdout[-4000:]
+    assert all(r["exact"] and r["rows"] == 3000 and r["commits"] >= 1 for r in rows.values()), rows
