@@ -55,21 +55,21 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-drain-{system}-"))
     if FORMAT[system] == "delta":
         location = f"s3a://{bucket}/{table}"
-        delta_log = DeltaLogReader(location, settings)
+        table_log = DeltaLogReader(location, settings)
     else:  # the stack's Iceberg catalog; the table's files go under this run's bucket (LAKELINE_WAREHOUSE)
         location = f"{settings.iceberg_catalog_name}.bench_drain.{table}"
-        delta_log = IcebergLogReader(location, settings)
+        table_log = IcebergLogReader(location, settings)
     print(f"\n== {system}: draining {count:,} events ...", flush=True)
     process, log = _start(system, topic, location, work, env)
     ready_ms, cpu_at_ready = int(time.time() * 1000), cpu_seconds(group=process.pid)
     try:
-        landed, _ = wait_drained(system, process, log, delta_log, count, timeout=1800, poll=0.5)
+        landed, _ = wait_drained(system, process, log, table_log, count, timeout=1800, poll=0.5)
         if landed < count:
             raise RuntimeError(f"{system} did not drain {count:,} events in 30 min ({landed:,} landed; see {log})")
         cpu = cpu_seconds(group=process.pid) - cpu_at_ready
     finally:
         _stop(process)
-    commits = [c for c in delta_log.commits() if c["files"] and c["timestamp_ms"]]
+    commits = [c for c in table_log.commits() if c["files"] and c["timestamp_ms"]]
     seconds = (commits[-1]["timestamp_ms"] - ready_ms) / 1000
     if FORMAT[system] == "delta":
         _, rows, distinct = row_latencies(location, settings, 0, 0)

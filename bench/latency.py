@@ -36,8 +36,6 @@ from ingest.events import RunStarted, StandbyReady, read_events
 from bench.delta_log import DeltaLogReader, percentiles, row_latencies
 
 SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
-# The Iceberg variants (bench.drain_peers): Lakeline into Iceberg, plain Spark's Iceberg sink.
-ICEBERG_SYSTEMS = ("lakeline-iceberg", "spark-iceberg", "flink-iceberg")
 # The Flink peer's own environment (bash infra/flink.sh; opt-in).
 FLINK_PYTHON = Path(__file__).resolve().parents[1] / ".lakeline" / "flink-venv" / "bin" / "python"
 PRIMING_RATE = 100  # records in the one-second priming load
