@@ -19,3 +19,9 @@ def jars_dir(kind: str) -> Path:
     if override:
         return Path(override).resolve()
     return REPO_ROOT / ".lakeline" / "jars" / kind
+
+
+def jvm_dir() -> Path:
+    """The JVM class-data archives Spark drivers start from (ingest.spark.class_archive); shared like the jars."""
+    override = os.environ.get("LAKELINE_JVM_DIR")
+    return Path(override).resolve() if override else REPO_ROOT / ".lakeline" / "jvm"

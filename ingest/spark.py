@@ -5,8 +5,10 @@ Nothing here runs at import time; call `build_spark()`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +29,68 @@ DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 S3_CHECKPOINT_FILE_MANAGER = "io.lakeline.spark.S3DirectCheckpointFileManager"
 # From the same jar: SIGTERM to the JVM passed on to the Python driver (`pass_jvm_sigterm_to_driver`).
 STOP_SIGNAL = "io.lakeline.spark.StopSignal"
+
+
+# A JVM class-data archive (AppCDS) of the classes a Lakeline driver loads, made once per machine by
+# `lakeline dev class-archive` (infra/setup.sh runs it): a local driver maps them instead of loading and verifying
+# each class from its jar, which cuts about 5 s from every start and first batch (bench/results/). "off" disables;
+# a path uses that archive file instead of the one made for these jars (the trainer checks a new one so).
+CLASS_ARCHIVE_ENV = "LAKELINE_CLASS_ARCHIVE"
+# Set by the trainer only: the driver writes the archive of the classes it loaded to this path as its JVM exits.
+CLASS_ARCHIVE_DUMP_ENV = "LAKELINE_CLASS_ARCHIVE_DUMP"
+# The JVM reports an archive it cannot use (another classpath) and starts without it; Lakeline's key already
+# tells such archives apart, so those lines would only be noise on every start.
+_QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
+
+
+def class_archive(jars: list[str]) -> Path:
+    """Where the class archive for this JVM, pyspark and exact set of jars lives (the file need not exist). The
+    name hashes what the JVM checks when it maps an archive: the java binary, and each classpath jar's name, size
+    and modification time."""
+    import pyspark
+
+    from infra.paths import jvm_dir
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    entries = [Path(java).resolve()] if java else []
+    entries += sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")) + [Path(j) for j in jars]
+    parts = [pyspark.__version__] + [f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in entries if p.exists()]
+    return jvm_dir() / f"spark-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:16]}.jsa"
+
+
+def archive_is_complete(archive: Path) -> bool:
+    """Whether `archive` is whole: its size is the one recorded once it was checked (`<name>.json`). Java 17 maps an
+    archive without checking its length, and a truncated one (a full disk, a partial copy) crashes the JVM."""
+    import json
+
+    try:
+        recorded = json.loads(archive.with_suffix(".json").read_text())["size"]
+        return archive.stat().st_size == recorded
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def archive_is_mapped(spark: "SparkSession", archive: Path) -> bool:
+    """Whether this session's driver JVM has `archive` mapped into its memory, i.e. started from it (a JVM that
+    cannot use an archive starts without it)."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # noqa: SLF001 - py4j
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return any(line.split(maxsplit=5)[5:] == [str(archive)] for line in maps)
+
+
+def _class_archive_options(jars: list[str]) -> str:
+    """The driver JVM options that use the class archive (or, for the trainer, write it); "" when there is none."""
+    chosen = os.environ.get(CLASS_ARCHIVE_ENV, "")
+    if chosen.lower() == "off":
+        return ""
+    dump = os.environ.get(CLASS_ARCHIVE_DUMP_ENV)
+    if dump:
+        return f" -XX:ArchiveClassesAtExit={dump} {_QUIET_CDS}"
+    if chosen:
+        return f" -XX:SharedArchiveFile={Path(chosen).resolve()} {_QUIET_CDS}"
+    archive = class_archive(jars)
+    return f" -XX:SharedArchiveFile={archive} {_QUIET_CDS}" if archive_is_complete(archive) else ""
 
 
 def spark_jars(settings: Settings) -> list[str]:
@@ -98,6 +162,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         # Spark would copy every one (about 700 MB, most of it the AWS SDK bundle) into a temp folder at each
         # start: 3-4 s of every start-up. (PYSPARK_GATEWAY_PORT set: spark-submit has already started the JVM.)
         conf["spark.driver.extraClassPath"] = os.pathsep.join(jars)
+        conf["spark.driver.extraJavaOptions"] += _class_archive_options(jars)
     else:
         conf["spark.jars"] = ",".join(jars)
     if settings.spark_master.startswith("local"):

@@ -116,3 +116,55 @@ def test_bad_operator_spark_conf_names_the_variable(value, names, monkeypatch):
     monkeypatch.setenv("LAKELINE_SPARK_CONF", value)
     with pytest.raises(ConfigError, match=f"LAKELINE_SPARK_CONF.*{names}"):
         load_settings()
+
+
+class TestClassArchive:
+    """The JVM class archive (AppCDS) a local driver starts from: used when one was made for exactly this JVM and
+    these jars, never on a cluster master, off by LAKELINE_CLASS_ARCHIVE=off; the trainer's run writes one."""
+
+    @pytest.fixture
+    def archive(self, jars, tmp_path, monkeypatch):
+        from ingest.spark import class_archive
+
+        monkeypatch.setenv("LAKELINE_JVM_DIR", str(tmp_path / "jvm"))
+        monkeypatch.delenv("LAKELINE_CLASS_ARCHIVE", raising=False)
+        monkeypatch.delenv("LAKELINE_CLASS_ARCHIVE_DUMP", raising=False)
+        path = class_archive(sorted(str(p) for p in jars.glob("*.jar")))
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"archive")
+        path.with_suffix(".json").write_text('{"size": 7}')  # as the trainer records it once checked
+        return path
+
+    def test_a_local_driver_starts_from_the_archive(self, jars, archive):
+        options = spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
+        assert f"-XX:SharedArchiveFile={archive}" in options
+        assert options.startswith("-Dlog4j2.configurationFile=")
+
+    def test_no_archive_for_these_jars_means_a_plain_start(self, jars, archive):
+        (jars / "iceberg-spark-runtime-4.1_2.13-1.11.0.jar").write_bytes(b"a newer build")
+        options = spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
+        assert "SharedArchiveFile" not in options and "XX:" not in options
+
+    def test_switched_off(self, jars, archive, monkeypatch):
+        monkeypatch.setenv("LAKELINE_CLASS_ARCHIVE", "off")
+        assert "XX:" not in spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
+
+    def test_not_on_a_cluster_master(self, jars, archive):
+        conf = spark_conf(Settings(spark_master="spark://host:7077", spark_jars_dir=str(jars)), "t")
+        assert "XX:" not in conf["spark.driver.extraJavaOptions"]
+
+    def test_the_trainer_writes_one(self, jars, archive, monkeypatch, tmp_path):
+        monkeypatch.setenv("LAKELINE_CLASS_ARCHIVE_DUMP", str(tmp_path / "new.partial"))
+        options = spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
+        assert f"-XX:ArchiveClassesAtExit={tmp_path / 'new.partial'}" in options
+        assert "SharedArchiveFile" not in options
+
+    def test_a_truncated_archive_is_not_used(self, jars, archive):
+        """Java 17 maps an archive without checking its length (a truncated one crashed the JVM with SIGBUS when
+        tried): only an archive of the size recorded when it was checked is used."""
+        archive.chmod(0o644)
+        archive.write_bytes(b"arch")
+        assert "XX:" not in spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
+        archive.with_suffix(".json").unlink()
+        archive.write_bytes(b"archive")
+        assert "XX:" not in spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
