@@ -2,11 +2,13 @@
 
     .venv/bin/python -m bench                 # the reference run: writes bench/results/*-<date>.{json,md,png}
     .venv/bin/python -m bench --quick         # small sizes, nothing written: proves every benchmark works
-    .venv/bin/python -m bench --only latency  # some of: drain, drain_peers, latency, compaction, recovery
+    .venv/bin/python -m bench --only latency  # some of the benchmarks: see --help
     .venv/bin/python -m bench --tag full      # results named *-<date>-full, so a second run that day keeps the first
 
 Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
-recovery, each with --help); this runs them with the reference arguments below, or the quick ones.
+recovery, each with --help); this runs them with the reference arguments below, or the quick ones. latency_iceberg
+is bench.latency into Iceberg (with the Flink peer once `bash infra/flink.sh` installed it), drain_kinesis is
+bench.drain from Kinesis.
 """
 
 from __future__ import annotations
@@ -19,23 +21,30 @@ from datetime import UTC, datetime
 from bench import compaction, drain, drain_peers, latency, recovery, summary
 from bench.common import RESULTS, result_name
 
+ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
 REFERENCE = {
     "drain": ["--count", "1000000"],
     "drain_peers": ["--count", "1000000"],
     "latency": ["--rates", "20", "5000", "20000", "--warmup", "20", "--seconds", "60"],
+    "latency_iceberg": [*ICEBERG_SYSTEMS, "--rates", "20", "5000", "--warmup", "20", "--seconds", "60"],
     "compaction": ["--events", "500000", "--files", "10000", "--runs", "2", "--warmup", "0"],
     "recovery": ["--rate", "2000", "--seconds", "60", "--kill-at", "20", "--standby"],
+    "drain_kinesis": ["--source", "kinesis", "--count", "200000", "--shards", "4", "--max-offsets-per-trigger",
+                      "50000"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
     "drain_peers": ["--count", "3000", "--no-write"],
     "latency": ["--rates", "300", "--warmup", "3", "--seconds", "6", "--no-write"],
+    "latency_iceberg": [*ICEBERG_SYSTEMS, "--rates", "300", "--warmup", "3", "--seconds", "6", "--no-write"],
     "compaction": ["--events", "3000", "--files", "60", "--runs", "1", "--warmup", "0", "--no-write"],
     "recovery": ["--systems", "lakeline", "delta-rs", "--standby", "--rate", "200", "--seconds", "20", "--kill-at", "6",
                  "--no-write"],
+    "drain_kinesis": ["--source", "kinesis", "--count", "3000", "--shards", "2", "--max-offsets-per-trigger", "1000",
+                      "--no-write"],
 }
-MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "compaction": compaction,
-           "recovery": recovery}
+MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
+           "compaction": compaction, "recovery": recovery, "drain_kinesis": drain}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     codes = {}
     for name in args.only:
         started = time.monotonic()
-        print(f"\n######## bench.{name} {' '.join(plan[name])}", flush=True)
-        codes[name] = MODULES[name].main(plan[name])
+        arguments = plan[name]
+        if name == "latency_iceberg" and latency.FLINK_PYTHON.exists():
+            arguments = [*ICEBERG_SYSTEMS, "flink-iceberg", *arguments[len(ICEBERG_SYSTEMS):]]
+        print(f"\n######## bench.{name} {' '.join(arguments)}", flush=True)
+        codes[name] = MODULES[name].main(arguments)
         print(f"######## bench.{name}: exit {codes[name]} after {time.monotonic() - started:.0f}s", flush=True)
     failed = [name for name, code in codes.items() if code != 0]
     if not args.quick:
@@ -73,7 +85,8 @@ def _written_since(started: float, modules: list[str]) -> dict[str, dict]:
     docs = {}
     for module in modules:
         name = module.replace("_", "-")
-        fresh = [p for p in RESULTS.glob(f"{name}-*.json") if p.stat().st_mtime >= started]
+        # <name>-<date>[-tag]: the date's leading 2 keeps `drain` from matching drain-peers-... or drain-kinesis-...
+        fresh = [p for p in RESULTS.glob(f"{name}-2*.json") if p.stat().st_mtime >= started]
         if fresh:
             docs.update(summary.load([max(fresh, key=lambda p: p.stat().st_mtime).stem]))
     return docs

@@ -28,10 +28,7 @@ import uuid
 from pathlib import Path
 
 from bench.common import cpu_seconds, document, write
-
-SYSTEMS = ("lakeline", "spark-delta", "delta-rs", "lakeline-iceberg", "spark-iceberg", "flink-iceberg")
-FORMAT = {"lakeline": "delta", "spark-delta": "delta", "delta-rs": "delta", "lakeline-iceberg": "iceberg",
-          "spark-iceberg": "iceberg", "flink-iceberg": "iceberg"}
+from bench.latency import FORMAT, SYSTEMS
 
 
 def default_systems() -> list[str]:

@@ -1,14 +1,17 @@
 """Commit-visible latency, open loop, into Delta: Lakeline vs plain Spark (built-in Delta sink) vs a Python consumer
-writing with delta-rs, one at a time against the same broker, S3 and load. Prints a table and writes
-bench/results/latency-<date>.{json,md}.
+writing with delta-rs, one at a time against the same broker, S3 and load; or into Iceberg: Lakeline vs plain
+Spark's Iceberg sink vs Flink's (the opt-in peer). Prints a table and writes
+bench/results/latency[-iceberg]-<date>.{json,md}.
 
     .venv/bin/python -m bench.latency --rates 5000 20000 --warmup 20 --seconds 60
+    .venv/bin/python -m bench.latency --systems lakeline-iceberg spark-iceberg flink-iceberg --rates 20 5000
 
 Per system and rate: a fresh topic and table; the system starts in its own process; bench.load (its own process)
 sends --warmup + --seconds of events at the rate, each stamped with its intended send time; the system drains;
 then it is stopped. Before the load, 100 priming records are sent and committed, so the JVM start and table
 creation are not in the figures (as in a long-running deployment). Latency per row = timestamp of the Delta
-commit that added the row's file (from the table's log) - intended send time, over rows sent after the warm-up.
+commit (Iceberg snapshot) that added the row's file (from the table's log or manifests) - intended send time, over
+rows sent after the warm-up.
 Also: commits and median gap between commits in the measured window, rows and distinct ids in the table vs sent
 (exactness of a steady run), and for Lakeline the medians of its per-batch breakdown (scan = read + decode,
 table = the table commit). At a trickle rate (20 msg/s) the median gap between commits is the fixed overhead of
@@ -33,9 +36,13 @@ import yaml
 
 from bench.common import document, result_name, write
 from ingest.events import RunStarted, StandbyReady, read_events
-from bench.delta_log import DeltaLogReader, percentiles, row_latencies
+from bench import delta_log, iceberg_log
+from bench.delta_log import DeltaLogReader, percentiles
 
-SYSTEMS = ("lakeline", "spark-delta", "delta-rs")
+SYSTEMS = ("lakeline", "spark-delta", "delta-rs", "lakeline-iceberg", "spark-iceberg", "flink-iceberg")
+FORMAT = {"lakeline": "delta", "spark-delta": "delta", "delta-rs": "delta", "lakeline-iceberg": "iceberg",
+          "spark-iceberg": "iceberg", "flink-iceberg": "iceberg"}
+DELTA_SYSTEMS = tuple(s for s in SYSTEMS if FORMAT[s] == "delta")  # the default; --systems picks Iceberg's
 # The Flink peer's own environment (bash infra/flink.sh; opt-in).
 FLINK_PYTHON = Path(__file__).resolve().parents[1] / ".lakeline" / "flink-venv" / "bin" / "python"
 PRIMING_RATE = 100  # records in the one-second priming load
@@ -145,7 +152,7 @@ def _records(log: DeltaLogReader) -> tuple[int, int]:
     return sum(c["records"] for c in seen), data[-1]["version"] if data else -1
 
 
-def wait_drained(system: str, process: subprocess.Popen, log: Path, delta_log: DeltaLogReader, expected: int,
+def wait_drained(system: str, process: subprocess.Popen, log: Path, table_log: DeltaLogReader, expected: int,
                  timeout: float, poll: float) -> tuple[int, float]:
     """Wait until at least `expected` records are committed and no new commit came for QUIET_SECONDS (an
     at-least-once peer that replays a batch reaches the count before its last distinct rows land), or `timeout`
@@ -153,7 +160,7 @@ def wait_drained(system: str, process: subprocess.Popen, log: Path, delta_log: D
     started = quiet_since = time.monotonic()
     last_version = None
     while True:
-        landed, version = _records(delta_log)
+        landed, version = _records(table_log)
         if version != last_version:
             quiet_since, last_version = time.monotonic(), version
         if landed >= expected and time.monotonic() - quiet_since >= QUIET_SECONDS:
@@ -182,10 +189,14 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
     # make each later system's log listings slower than the earlier ones'.
     bucket = topic.replace("_", "-")
     s3_client(settings).create_bucket(Bucket=bucket)
-    location = f"s3a://{bucket}/{topic}"
     env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse"}
     work = Path(tempfile.mkdtemp(prefix=f"lakeline-bench-{system}-"))
-    delta_log = DeltaLogReader(location, settings)
+    if FORMAT[system] == "delta":
+        location = f"s3a://{bucket}/{topic}"
+        table_log, table_rows = DeltaLogReader(location, settings), delta_log.row_latencies
+    else:  # the stack's Iceberg catalog; the table's files go under this measurement's bucket
+        location = f"{settings.iceberg_catalog_name}.bench_latency.{topic}"
+        table_log, table_rows = iceberg_log.IcebergLogReader(location, settings), iceberg_log.row_latencies
     print(f"\n== {system} at {rate:,} msg/s: starting ...", flush=True)
     process, log = _start(system, topic, location, work, env)
     loader = spare = None
@@ -194,7 +205,7 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         # table ready), as in a long-running deployment. These records are sent before the window.
         primed = _load(topic, PRIMING_RATE, 1.0, seed=1)["sent"]
         deadline = time.monotonic() + 300
-        while _records(delta_log)[0] < primed:
+        while _records(table_log)[0] < primed:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{system} did not commit the priming records (see {log}):\n"
                                    f"{log.read_text()[-3000:]}")
@@ -228,7 +239,7 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
                 raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
             sent = json.loads(out.strip().splitlines()[-1])
         expected = primed + sent["sent"]
-        landed, drain_seconds = wait_drained(system, process, log, delta_log, expected, timeout=600, poll=1.0)
+        landed, drain_seconds = wait_drained(system, process, log, table_log, expected, timeout=600, poll=1.0)
     finally:
         _stop(process)
         if spare is not None:
@@ -236,12 +247,12 @@ def measure(system: str, rate: int, warmup: float, seconds: float, settings, run
         if loader is not None and loader.poll() is None:
             loader.kill()
     since = sent["schedule_start_ms"] + int(warmup * 1000)
-    events = read_events(_events_file(log).read_text()) if system == "lakeline" else []
+    events = read_events(_events_file(log).read_text()) if system.startswith("lakeline") else []
     breakdown = _lakeline_batch_times(events) if events else {}
     if events and killed_ms is not None and not standby:
         breakdown.update(_restart_times(events, killed_ms))
-    latencies, rows, distinct = row_latencies(location, settings, since, sent["schedule_end_ms"])
-    all_commits = delta_log.commits()
+    latencies, rows, distinct = table_rows(location, settings, since, sent["schedule_end_ms"])
+    all_commits = table_log.commits()
     window = [c["timestamp_ms"] for c in all_commits
               if c["files"] and c["timestamp_ms"] and since <= c["timestamp_ms"] < sent["schedule_end_ms"]]
     gaps = [(b - a) / 1000 for a, b in zip(window, window[1:], strict=False)]
@@ -326,7 +337,10 @@ def plot_latency(path: str | Path, results: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", default=list(DELTA_SYSTEMS), choices=SYSTEMS,
+                        help="one table format per run (default: the Delta systems; lakeline-iceberg, spark-iceberg "
+                             "and flink-iceberg, the Flink peer once `bash infra/flink.sh` installed it, measure "
+                             "into Iceberg and write latency-iceberg-<date>)")
     parser.add_argument("--rates", nargs="+", type=int, default=[20, 5000, 20000],
                         help="msg/s (default 20 5000 20000; at the trickle rate the median commit gap is the fixed "
                              "overhead per batch)")
@@ -341,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"written {target}")
         return 0
 
+    formats = {FORMAT[system] for system in args.systems}
+    if len(formats) > 1:
+        parser.error("--systems: measure one table format per run (the Delta systems, or the Iceberg ones)")
+    fmt = formats.pop()
     from infra import stack
     from ingest.settings import load_settings
 
@@ -350,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     results = [measure(system, rate, args.warmup, args.seconds, settings, run_id)
                for rate in args.rates for system in args.systems]
 
-    doc = document("latency", argv, results, warmup_s=args.warmup, measured_s=args.seconds)
+    doc = document("latency" if fmt == "delta" else "latency-iceberg", argv, results, warmup_s=args.warmup,
+                   measured_s=args.seconds)
     table = ["| system | rate msg/s | rows measured | p50 s | p95 s | p99 s | max s | commits | median gap s | "
              "producer behind s | rows / sent | exact |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
@@ -360,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['exact']} |" for r in results]
     print("\n".join(table))
     if not args.no_write:
-        stem = write(doc, "Commit-visible latency into Delta",
-                     f"One system at a time. Latency = Delta commit timestamp - intended send time, rows sent after "
+        commit = "Delta commit timestamp" if fmt == "delta" else "timestamp of the Iceberg snapshot that added the row"
+        stem = write(doc, f"Commit-visible latency into {fmt.capitalize()}",
+                     f"One system at a time. Latency = {commit} - intended send time, rows sent after "
                      f"the {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured.\n\n" + "\n".join(table)
                      + f"\n\n![latency by system and rate]({result_name(doc)}.png)\n")
         plot_latency(f"{stem}.png", results)

@@ -16,12 +16,12 @@ import argparse
 import uuid
 
 from bench.common import document, write
-from bench.latency import SYSTEMS, measure
+from bench.latency import DELTA_SYSTEMS, measure
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", default=list(DELTA_SYSTEMS), choices=DELTA_SYSTEMS)
     parser.add_argument("--rate", type=int, default=2000, help="msg/s of the steady load (default 2000)")
     parser.add_argument("--seconds", type=float, default=60, help="seconds of load (default 60)")
     parser.add_argument("--kill-at", type=float, default=20, help="seconds into the load to kill -9 (default 20)")

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.heavy  # ~14 min: Spark drivers for the latency, drain (both formats) and recovery peers, a drain,
-# a small-files run
+@pytest.mark.heavy  # ~19 min: Spark drivers for the latency (Delta and Iceberg), drain (both formats) and recovery
+# peers, a drain from Kafka and one from Kinesis, a small-files run
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     recorded = {p: p.stat().st_mtime for p in (REPO / "bench" / "results").iterdir()}
@@ -35,7 +35,8 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     assert all(r["exact"] and r["records_per_s"] > 0 and r["commits"] >= 1 for r in drained), drained
     results = [r for r in lines if r.get("benchmark") != "drain_peers"]
     systems = {r["system"] for r in results if "system" in r}
-    assert systems == {"lakeline", "lakeline (warm standby)", "spark-delta", "delta-rs"}, done.stdout[-4000:]
+    assert systems == {"lakeline", "lakeline (warm standby)", "spark-delta", "delta-rs", "lakeline-iceberg",
+                       "spark-iceberg"} | flink, done.stdout[-4000:]
     latency = [r for r in results if "system" in r and "recovery_s" not in r]
     # positive: a commit stamped before the row's intended send time would mean a clock or parsing error
     assert all(r["latency_n"] > 0 and r["latency_p50"] > 0 for r in latency), latency
@@ -45,7 +46,8 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
         assert recovered[lakeline]["recovery_s"] > 0 and recovered[lakeline]["duplicates"] == 0
     assert all(r["missing"] == 0 for r in recovered.values()), recovered  # at-least-once may duplicate, never lose
     formats = [r["format"] for r in results if "format" in r]
-    assert formats.count("delta") == 2 and formats.count("iceberg") == 2  # drain and compaction, both formats
+    # drain (from Kafka and from Kinesis) and compaction, both formats
+    assert formats.count("delta") == 3 and formats.count("iceberg") == 3
     # every steady run is exact; after a kill the delta-rs consumer (at-least-once) may replay a batch
     assert all(r["exact"] for r in results if r.get("system") != "delta-rs" or "recovery_s" not in r)
     assert "all benchmarks exact" in done.stdout
