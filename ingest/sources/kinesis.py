@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -35,6 +36,7 @@ NAME = "lakeline-kinesis"
 SCHEMA = ("stream string, shard_id string, sequence_number string, approximate_arrival_timestamp timestamp, "
           "partition_key string, data binary")
 DEFAULT_MAX_RECORDS = 100_000
+MAX_SCAN_THREADS = 8  # shards the planner reads at once
 CONNECTION_KEYS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token")
 
 
@@ -142,8 +144,19 @@ class KinesisStreamReader(DataSourceStreamReader):
         positions = ko.with_new_shards(self._current, shards, self.starting_position, time.time())
         readable = ko.readable_shards(shards, positions)
         self._prefetched = {}  # only the newest plan's records are kept: an older plan's batch reads its own
-        for shard, budget in zip(readable, ko.split_budget(self.max_records, len(readable)), strict=True):
-            positions[shard.shard_id] = self._scan(shard, positions[shard.shard_id], budget)
+        budgets = ko.split_budget(self.max_records, len(readable))
+        if len(readable) > 1:
+            # The shards are read side by side: each GetRecords waits on the service, and one thread per shard
+            # keeps the driver parsing one shard's page while the next page of another is on its way.
+            with ThreadPoolExecutor(max_workers=min(len(readable), MAX_SCAN_THREADS),
+                                    thread_name_prefix="lakeline-kinesis-plan") as pool:
+                ends = list(pool.map(lambda sb: self._scan(sb[0], positions[sb[0].shard_id], sb[1]),
+                                     zip(readable, budgets, strict=True)))
+        else:
+            ends = [self._scan(shard, positions[shard.shard_id], budget)
+                    for shard, budget in zip(readable, budgets, strict=True)]
+        for shard, end in zip(readable, ends, strict=True):
+            positions[shard.shard_id] = end
         self._current = positions
         return ko.offset(self.stream, positions)
 
