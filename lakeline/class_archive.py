@@ -28,12 +28,13 @@ JVM_EXIT_TIMEOUT = 120  # seconds for its JVM to write the archive after the dri
 def build_class_archive(force: bool = False) -> tuple[Path, str]:
     """Make the class archive for this machine's JVM and jars unless it exists. Returns (path, what happened)."""
     from ingest.settings import load_settings
-    from ingest.spark import CLASS_ARCHIVE_DUMP_ENV, CLASS_ARCHIVE_ENV, class_archive, spark_jars
+    from ingest.spark import (CLASS_ARCHIVE_DUMP_ENV, CLASS_ARCHIVE_ENV, archive_is_complete, class_archive,
+                              spark_jars)
 
     archive = class_archive(spark_jars(load_settings()))
     if os.environ.get(CLASS_ARCHIVE_ENV, "").lower() == "off":
         return archive, f"not made: {CLASS_ARCHIVE_ENV}=off"
-    if archive.is_file() and not force:
+    if archive_is_complete(archive) and not force:
         return archive, "up to date"
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
