@@ -114,7 +114,9 @@ def render(docs: dict[str, dict]) -> str:
             "Lakeline / Flink | target (Lakeline) |")
     lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(docs)]
-    sources = "\n".join(f"- {name}: `{doc['command']}` at {doc['at']}" for name, doc in docs.items())
+    machines = {json.dumps(doc.get("machine", {}), sort_keys=True) for doc in docs.values()}
+    on = (lambda doc: f" on {doc.get('machine', {}).get('cpu_model', '?')}") if len(machines) > 1 else (lambda doc: "")
+    sources = "\n".join(f"- {name}: `{doc['command']}` at {doc['at']}{on(doc)}" for name, doc in docs.items())
     return "\n".join(lines) + f"\n\n{exactness(docs).capitalize()}. From:\n{sources}\n"
 
 
@@ -136,7 +138,9 @@ def load(stems: list[str]) -> dict[str, dict]:
 
 
 def write_summary(docs: dict[str, dict], name: str) -> Path:
-    machine = next(iter(docs.values()))["machine"] if docs else {}
+    machines = {json.dumps(doc.get("machine", {}), sort_keys=True) for doc in docs.values()}
+    machine = (next(iter(docs.values()))["machine"] if len(machines) == 1 else
+               "the runs were made on more than one machine (each source says which); ratios are within one run")
     path = RESULTS / f"{name}.md"
     path.write_text(f"# Benchmark summary: Lakeline vs plain Spark, delta-rs and Flink\n\nMachine: {machine}\n\n"
                     f"Ratios are Lakeline / peer: below 1x is better for latency, gap, CPU and recovery, above 1x "

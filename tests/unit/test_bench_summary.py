@@ -80,3 +80,13 @@ def test_iceberg_latency_rows_compare_with_flink_and_a_kinesis_drain_gets_its_ro
     assert p50.endswith("| 0.50 | 1.00 | - | 0.80 | 0.50x | - | 0.62x | ahead of Flink |")
     row = next(line for line in lines if "Kinesis" in line)
     assert "(delta, 4 shards, Lakeline only) | 9,000 |" in row and row.endswith(">= 10,000 rec/s |")
+
+
+def test_sources_name_their_machine_when_the_runs_were_made_on_more_than_one():
+    docs = _docs()
+    docs["latency"]["machine"] = {"cpu_model": "Intel(R) Xeon(R) Processor"}
+    docs["recovery"]["machine"] = {"cpu_model": "AMD EPYC"}
+    table = render(docs)
+    assert "at t1 on Intel(R) Xeon(R) Processor" in table and "at t2 on AMD EPYC" in table
+    docs["recovery"]["machine"] = docs["latency"]["machine"]
+    assert " on Intel" not in render(docs)  # one machine: said once, above the table
