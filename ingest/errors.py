@@ -21,7 +21,8 @@ class ExitCode(IntEnum):
     STALE = 4, "freshness: the table breaches its pipeline's freshness SLA"
     DRILL_FAILED = 5, "a recovery drill scenario failed (its copy is kept for inspection)"
     CHECKPOINT_DAMAGED = 6, "checkpoint verify failed, or checkpoint repair found damage (dry run)"
-    REFUSED = 7, "refused as unsafe: the pipeline is running or locked, or retention is below its guards"
+    REFUSED = 7, ("refused as unsafe: the pipeline is running, locked or leased elsewhere, this driver lost it to "
+                  "another (fenced), or retention is below its guards")
     SCHEMA_CHANGED = 8, ("the source carries a field the schema does not declare (schema.evolution: fail); nothing "
                          "of that batch was written")
     INTERRUPTED = 130, "interrupted (Ctrl-C)"
@@ -49,6 +50,17 @@ class UnknownCommitOutcome(LakelineError):
 
 class DriverLockHeld(LakelineError):
     """Another driver of the same pipeline holds the lock on this host."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class LeaseHeld(DriverLockHeld):
+    """Another driver of the same pipeline, on any host, holds the pipeline's lease on the object store."""
+
+
+class DriverFenced(LakelineError):
+    """This driver lost the pipeline to another one (its lease lapsed or was taken over): it stopped, and the
+    tables refused any commit it still tried (the fence)."""
 
     exit_code = ExitCode.REFUSED
 

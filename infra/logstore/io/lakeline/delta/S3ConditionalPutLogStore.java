@@ -1,9 +1,16 @@
 package io.lakeline.delta;
 
+import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.util.Iterator;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Pattern;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
@@ -12,6 +19,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 import io.delta.storage.HadoopFileSystemLogStore;
+import io.lakeline.fence.FencedCommitException;
 
 /**
  * A Delta LogStore for S3 (s3a://) that is safe with several Spark drivers writing one table.
@@ -25,10 +33,46 @@ import io.delta.storage.HadoopFileSystemLogStore;
  *
  * Overwrites (overwrite=true, e.g. _last_checkpoint) are plain PUTs. A failed conditional PUT writes nothing,
  * so partial writes are never visible.
+ *
+ * Fencing: a pipeline driver registers each of its tables ({@link #fence}) with its lease token and a version it
+ * has read. Before each commit file N is written, every version after the newest one checked and below N is read:
+ * a `metaData` action raising `lakeline.fence.PIPELINE` above the driver's token means another driver took the
+ * pipeline over, and the commit is refused ({@link FencedCommitException}). Every version below N exists when N
+ * is written and N is put-if-absent, so no commit can slip in between the check and the write: one that lands
+ * first takes N, and Delta retries at N+1, whose check reads it.
  */
 public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
     static final String CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite";
+    private static final Pattern COMMIT_FILE = Pattern.compile("\\d{20}\\.json");
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final ConcurrentHashMap<String, Fence> FENCES = new ConcurrentHashMap<>();
+
+    /** One fenced table: whose pipeline, the driver's token, and the newest version known not to fence it. */
+    private static final class Fence {
+        final String pipeline;
+        final long token;
+        long checked;
+
+        Fence(String pipeline, long token, long checked) {
+            this.pipeline = pipeline;
+            this.token = token;
+            this.checked = checked;
+        }
+    }
+
+    /**
+     * Fence the Delta table whose log folder is `logDir` for `pipeline` at `token`: from now on this JVM commits
+     * to it only while no version after `checkedVersion` raises the table's fence for that pipeline above `token`.
+     */
+    public static void fence(String logDir, String pipeline, long token, long checkedVersion) {
+        FENCES.put(new Path(logDir).toString(), new Fence(pipeline, token, checkedVersion));
+    }
+
+    /** Stop fencing the table whose log folder is `logDir` (the driver's run ended). */
+    public static void unfence(String logDir) {
+        FENCES.remove(new Path(logDir).toString());
+    }
 
     public S3ConditionalPutLogStore(Configuration hadoopConf) {
         super(hadoopConf);
@@ -38,6 +82,12 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
     public void write(Path path, Iterator<String> actions, Boolean overwrite, Configuration hadoopConf)
             throws IOException {
         FileSystem fs = path.getFileSystem(hadoopConf);
+        Fence fence = overwrite || !COMMIT_FILE.matcher(path.getName()).matches() ? null
+                : FENCES.get(path.getParent().toString());
+        long version = fence == null ? -1 : Long.parseLong(path.getName().substring(0, 20));
+        if (fence != null) {
+            checkFence(fence, fs, path.getParent(), version);
+        }
         FSDataOutputStream stream;
         if (overwrite) {
             stream = fs.create(path, true);
@@ -46,13 +96,21 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
             builder.must(CONDITIONAL_CREATE, true);
             stream = builder.build();
         }
+        boolean raises = false; // whether this commit itself raises the fence above the registered token
         try {
             try {
                 while (actions.hasNext()) {
-                    stream.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
+                    String action = actions.next();
+                    raises = raises || (fence != null && raisedFence(action, fence) > fence.token);
+                    stream.write((action + "\n").getBytes(StandardCharsets.UTF_8));
                 }
             } finally {
                 stream.close(); // the PUT happens here
+            }
+            if (fence != null && !raises) {
+                synchronized (fence) {
+                    fence.checked = Math.max(fence.checked, version); // a commit of this driver's
+                }
             }
         } catch (org.apache.hadoop.fs.FileAlreadyExistsException e) {
             throw alreadyExists(path, e);
@@ -62,6 +120,36 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
             }
             throw e;
         }
+    }
+
+    /** Read every version after the newest checked and below `version`; refuse if one raised the fence. */
+    private static void checkFence(Fence fence, FileSystem fs, Path logDir, long version) throws IOException {
+        synchronized (fence) {
+            for (long v = fence.checked + 1; v < version; v++) {
+                Path file = new Path(logDir, String.format("%020d.json", v));
+                try (BufferedReader reader = new BufferedReader(
+                        new InputStreamReader(fs.open(file), StandardCharsets.UTF_8))) {
+                    for (String line = reader.readLine(); line != null; line = reader.readLine()) {
+                        long raised = raisedFence(line, fence);
+                        if (raised > fence.token) {
+                            throw new FencedCommitException(logDir.getParent().toString(), fence.pipeline,
+                                    fence.token, raised);
+                        }
+                    }
+                }
+                fence.checked = v;
+            }
+        }
+    }
+
+    /** The fence token a log action sets for the fence's pipeline (a metaData action's configuration), or -1. */
+    private static long raisedFence(String action, Fence fence) throws IOException {
+        if (!action.contains("\"metaData\"")) {
+            return -1;
+        }
+        JsonNode configuration = JSON.readTree(action).path("metaData").path("configuration");
+        return FencedCommitException.token(
+                configuration.path(FencedCommitException.PROPERTY_PREFIX + fence.pipeline).asText(null));
     }
 
     private static FileAlreadyExistsException alreadyExists(Path path, Throwable cause) {
