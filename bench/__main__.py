@@ -6,9 +6,9 @@
     .venv/bin/python -m bench --tag full      # results named *-<date>-full, so a second run that day keeps the first
 
 Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
-recovery, each with --help); this runs them with the reference arguments below, or the quick ones. latency_iceberg
-is bench.latency into Iceberg (with the Flink peer once `bash infra/flink.sh` installed it), drain_kinesis is
-bench.drain from Kinesis.
+recovery / multi_pipeline, each with --help); this runs them with the reference arguments below, or the quick
+ones. latency_iceberg is bench.latency into Iceberg (with the Flink peer once `bash infra/flink.sh` installed
+it), drain_kinesis is bench.drain from Kinesis.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, latency, recovery, summary
+from bench import compaction, drain, drain_peers, latency, multi_pipeline, recovery, summary
 from bench.common import RESULTS, result_name
 
 ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
@@ -31,6 +31,7 @@ REFERENCE = {
     "recovery": ["--rate", "2000", "--seconds", "60", "--kill-at", "20", "--standby"],
     "drain_kinesis": ["--source", "kinesis", "--count", "200000", "--shards", "4", "--max-offsets-per-trigger",
                       "50000"],
+    "multi_pipeline": ["--counts", "1", "4", "8", "--rate", "50", "--warmup", "20", "--seconds", "60"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
@@ -42,9 +43,10 @@ QUICK = {
                  "--no-write"],
     "drain_kinesis": ["--source", "kinesis", "--count", "3000", "--shards", "2", "--max-offsets-per-trigger", "1000",
                       "--no-write"],
+    "multi_pipeline": ["--counts", "2", "--rate", "20", "--warmup", "3", "--seconds", "6", "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
-           "compaction": compaction, "recovery": recovery, "drain_kinesis": drain}
+           "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline}
 
 
 def main(argv: list[str] | None = None) -> int:

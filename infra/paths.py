@@ -25,3 +25,10 @@ def jvm_dir() -> Path:
     """The JVM class-data archives Spark drivers start from (ingest.spark.class_archive); shared like the jars."""
     override = os.environ.get("LAKELINE_JVM_DIR")
     return Path(override).resolve() if override else REPO_ROOT / ".lakeline" / "jvm"
+
+
+def executor_archive() -> Path:
+    """The packed Python packages Spark executors run Lakeline's code with (infra.executor_env); shared like the
+    jars. The file need not exist."""
+    override = os.environ.get("LAKELINE_EXECUTOR_ENV_DIR")
+    return (Path(override).resolve() if override else REPO_ROOT / ".lakeline" / "executor-env") / "lakeline-env.tar.gz"

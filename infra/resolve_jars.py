@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MAVEN_DIR = REPO_ROOT / "infra" / "maven"
-KINDS = ("spark", "kafka")
+KINDS = ("spark", "kafka", "iceberg-rest")
 OPTIONAL_KINDS = ("flink",)  # the Flink benchmark peer's jars: only with --kind flink (infra/flink.sh)
 _VERSION_SUFFIX = re.compile(r"-\d[\w.\-]*\.jar$")
 
@@ -114,6 +114,40 @@ def build_logstore(spark_dir: Path, python: str) -> None:
           f"for s3a://, record decoder, fixed-instant function, stop signal)")
 
 
+REST_LAUNCHER_SOURCE = REPO_ROOT / "infra" / "iceberg-rest"
+REST_LAUNCHER_JAR = "lakeline-rest-launcher.jar"
+
+
+def build_rest_launcher(rest_dir: Path, python: str) -> None:
+    """Compile the loopback-only launcher of the Iceberg REST catalog fixture (infra/iceberg-rest) into
+    <iceberg-rest jars>/lakeline-rest-launcher.jar, against the fixture's jars and pyspark's Hadoop client."""
+    import tempfile
+    import zipfile
+
+    sources = sorted(REST_LAUNCHER_SOURCE.rglob("*.java"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    stamp, target = rest_dir / ".launcher-stamp", rest_dir / REST_LAUNCHER_JAR
+    if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
+        print(f"[setup] jars/iceberg-rest: {REST_LAUNCHER_JAR} up to date")
+        return
+    pyspark_jars = subprocess.run(
+        [python, "-c", "import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    classpath = os.pathsep.join([str(p) for p in rest_dir.glob("*.jar") if p.name != REST_LAUNCHER_JAR]
+                                + [str(p) for p in Path(pyspark_jars).glob("hadoop-client-api-*.jar")])
+    with tempfile.TemporaryDirectory() as out:
+        result = subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", classpath, "-d", out,
+                                 *map(str, sources)], capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"[setup] could not compile infra/iceberg-rest:\n{result.stderr[-2000:]}")
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: lakeline infra/setup.sh\n")
+            for path in sorted(Path(out).rglob("*.class")):
+                jar.write(path, path.relative_to(out).as_posix())
+    stamp.write_text(digest)
+    print(f"[setup] jars/iceberg-rest: built {REST_LAUNCHER_JAR} (the REST catalog fixture on loopback only)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="the venv's python (to find pyspark's bundled jars)")
@@ -124,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
         resolve(kind, REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
         if kind == "spark":
             build_logstore(REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
+        if kind == "iceberg-rest":
+            build_rest_launcher(REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
 
 
 if __name__ == "__main__":

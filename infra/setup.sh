@@ -3,6 +3,7 @@
 #   1. checks python3 (3.11/3.12), java 17+, mvn — installs Java/Maven from Debian's packages if missing and root
 #   2. creates .venv/ and installs the locked Python dependencies (infra/requirements.lock) + this repo (editable)
 #   3. resolves the pinned JVM jars (infra/maven/*/pom.xml) into .lakeline/jars/
+#   4. packs the Python packages cluster executors need (.lakeline/executor-env/) and makes the JVM class archive
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -42,6 +43,10 @@ else
 fi
 
 .venv/bin/python infra/resolve_jars.py --python .venv/bin/python
+
+# The Python packages Spark executors run Lakeline's code with on a cluster (spark.archives): about 100 MB, packed
+# once per lock in a few seconds.
+.venv/bin/python -m infra.executor_env
 
 # The JVM class archive local Spark drivers start from (about 5 s off each start): made once per JDK and set of
 # jars by running the demo on a temporary stack of its own (about a minute). Without it Spark starts as before.

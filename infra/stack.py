@@ -1,4 +1,5 @@
-"""`lakeline dev up|down|status`: the embedded local stack (Kafka broker, moto S3/Kinesis, Iceberg catalog).
+"""`lakeline dev up|down|status`: the embedded local stack (Kafka broker, moto S3/Kinesis, Iceberg catalog, and
+optionally a Spark standalone master with N workers and the Iceberg REST catalog server).
 
 `up` starts what is not running, health-checks it, and writes the endpoints to <state>/stack/stack.env, which
 every other command reads (see ingest.settings). The stack is ephemeral: moto keeps objects in memory, so a fresh
@@ -10,13 +11,15 @@ from __future__ import annotations
 import logging
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from infra.kafka_broker import broker_healthy, start_broker
+from infra.iceberg_rest import rest_healthy, start_rest_catalog
 from infra.moto_server import moto_healthy, start_moto
 from infra.paths import jars_dir, state_dir
 from infra.procs import ComponentError, pid_alive, stop_pid
+from infra import spark_cluster
 
 log = logging.getLogger(__name__)
 
@@ -37,19 +40,33 @@ class StackInfo:
     catalog_db: str
     warehouse: str
     state: str
+    # The optional Spark standalone cluster (`up(spark_workers=N)`); empty when the stack has none.
+    spark_master_url: str = ""
+    spark_master_pid: int = 0
+    spark_master_ui_port: int = 0
+    spark_worker_pids: list[int] = field(default_factory=list)
+    # The Iceberg REST catalog server (`up(iceberg_catalog="rest")`); empty: the SQLite catalog file is the catalog.
+    iceberg_rest_uri: str = ""
+    iceberg_rest_pid: int = 0
 
     def env(self) -> dict[str, str]:
         """The environment every Lakeline command needs to reach this stack."""
+        cluster = {} if not self.spark_master_url else {
+            "LAKELINE_SPARK_MASTER": self.spark_master_url,
+            # The workers run on this host: executors take the jars from the same folder as the driver.
+            "LAKELINE_SPARK_JARS_ON_WORKERS": "true",
+        }
         return {
             "LAKELINE_KAFKA_BOOTSTRAP_SERVERS": self.kafka_bootstrap,
             "LAKELINE_S3_ENDPOINT": self.moto_endpoint,
             "LAKELINE_KINESIS_ENDPOINT": self.moto_endpoint,
             "LAKELINE_WAREHOUSE": self.warehouse,
-            "LAKELINE_ICEBERG_CATALOG_URI": f"sqlite:///{self.catalog_db}",
+            "LAKELINE_ICEBERG_CATALOG_URI": self.iceberg_rest_uri or f"sqlite:///{self.catalog_db}",
             "LAKELINE_ICEBERG_CATALOG_NAME": CATALOG_NAME,
             "AWS_REGION": REGION,
             "AWS_ACCESS_KEY_ID": MOTO_ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": MOTO_SECRET_KEY,
+            **cluster,
         }
 
 
@@ -75,18 +92,56 @@ def read_info(root: Path | None = None) -> StackInfo | None:
 
 
 def is_running(info: StackInfo) -> bool:
+    return _core_running(info) and _cluster_running(info)
+
+
+def _core_running(info: StackInfo) -> bool:
     marker = info.state
     return (pid_alive(info.kafka_pid, marker) and pid_alive(info.moto_pid, marker)
-            and broker_healthy(info.kafka_bootstrap) and moto_healthy(info.moto_endpoint))
+            and broker_healthy(info.kafka_bootstrap) and moto_healthy(info.moto_endpoint)
+            and (not info.iceberg_rest_uri or (pid_alive(info.iceberg_rest_pid, marker)
+                                               and rest_healthy(info.iceberg_rest_uri))))
 
 
-def up(root: Path | None = None) -> StackInfo:
-    """Start (or reuse) the local stack; returns its endpoints. Raises ComponentError naming what failed."""
+def _cluster_running(info: StackInfo) -> bool:
+    """No cluster recorded, or its master and every worker run and the workers are registered."""
+    if not info.spark_master_url:
+        return True
+    return (pid_alive(info.spark_master_pid, info.state)
+            and all(pid_alive(pid, info.state) for pid in info.spark_worker_pids)
+            and spark_cluster.alive_workers(info.spark_master_ui_port) >= len(info.spark_worker_pids))
+
+
+def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
+       worker_memory: str = "2g", iceberg_catalog: str = "sql") -> StackInfo:
+    """Start (or reuse) the local stack; returns its endpoints. With `spark_workers` > 0 it also starts a Spark
+    standalone master and that many workers (`worker_cores` cores and `worker_memory` each), and the stack's
+    environment points Spark at them. `iceberg_catalog` "rest" serves the Iceberg catalog through the Iceberg
+    project's REST catalog server instead of the SQLite file. Raises ComponentError naming what failed."""
+    if iceberg_catalog not in ("sql", "rest"):
+        raise ComponentError(f"iceberg catalog {iceberg_catalog!r}: use sql or rest")
     root = (root or state_dir()).resolve()
     work = stack_dir(root)
     existing = read_info(root)
-    if existing and is_running(existing):
+    if existing and _core_running(existing):
         log.info(f"stack already running: kafka {existing.kafka_bootstrap}, s3/kinesis {existing.moto_endpoint}")
+        workers = spark_workers or len(existing.spark_worker_pids)
+        if existing.spark_master_url and not _cluster_running(existing):
+            log.info("the spark cluster is not whole (a daemon died): starting it again")
+            _stop_cluster(existing)
+        elif existing.spark_master_url and spark_workers and len(existing.spark_worker_pids) != spark_workers:
+            log.warning(f"the running stack has {len(existing.spark_worker_pids)} spark worker(s), not "
+                        f"{spark_workers}: `lakeline dev down` first to change that")
+        if (iceberg_catalog == "rest") != bool(existing.iceberg_rest_uri):
+            log.warning(f"the running stack's Iceberg catalog is "
+                        f"{'rest' if existing.iceberg_rest_uri else 'sql'}: `lakeline dev down` first to change it")
+        if workers and not existing.spark_master_url:
+            try:
+                _start_cluster(existing, workers, worker_cores, worker_memory)
+            except BaseException:
+                _stop_cluster(existing)
+                raise
+            _record(root, existing)
         return existing
     if existing:
         log.info("stack partly running or stale: stopping what is left and starting fresh")
@@ -109,14 +164,66 @@ def up(root: Path | None = None) -> StackInfo:
     try:
         _init_storage(info)
     except BaseException:
-        stop_pid(broker.pid, str(work))
-        stop_pid(moto.pid, str(work))
+        _stop_all(info)
         raise
-    (work / "stack.json").write_text(json.dumps(asdict(info), indent=2))
-    env_file(root).write_text("".join(f"{k}={v}\n" for k, v in info.env().items()))
     log.info(f"  iceberg catalog '{CATALOG_NAME}' at {info.catalog_db}")
-    log.info(f"endpoints written to {env_file(root)}")
+    if iceberg_catalog == "rest":
+        try:
+            _start_rest_catalog(info)
+        except BaseException:
+            _stop_all(info)
+            raise
+    if spark_workers:
+        try:
+            _start_cluster(info, spark_workers, worker_cores, worker_memory)
+        except BaseException:
+            _stop_all(info)
+            raise
+    _record(root, info)
     return info
+
+
+def _record(root: Path, info: StackInfo) -> None:
+    """Write stack.json and the env file every other command reads."""
+    (stack_dir(root) / "stack.json").write_text(json.dumps(asdict(info), indent=2))
+    env = env_file(root)
+    env.write_text("".join(f"{k}={v}\n" for k, v in info.env().items()))
+    env.chmod(0o600)
+    log.info(f"endpoints written to {env}")
+
+
+def _start_cluster(info: StackInfo, workers: int, cores: int, memory: str) -> None:
+    """Start the Spark master and `workers` workers for `info`'s stack and wait until they have all registered."""
+    log.info(f"starting Spark standalone master and {workers} worker(s) ({cores} core(s), {memory} each)...")
+    cluster = spark_cluster.start_cluster(Path(info.state), info.state, workers, cores, memory)
+    info.spark_master_url, info.spark_master_pid = cluster.master_url, cluster.master_pid
+    info.spark_master_ui_port, info.spark_worker_pids = cluster.master_ui_port, cluster.worker_pids
+    log.info(f"  spark master ready at {cluster.master_url} (status page http://127.0.0.1:{cluster.master_ui_port}),"
+             f" {workers} worker(s) registered")
+
+
+def _start_rest_catalog(info: StackInfo) -> None:
+    log.info("starting the Iceberg REST catalog server (iceberg-open-api test fixtures)...")
+    rest = start_rest_catalog(jars_dir("iceberg-rest"), jars_dir("spark"), Path(info.state), info.warehouse,
+                              info.moto_endpoint, MOTO_ACCESS_KEY, MOTO_SECRET_KEY, REGION)
+    info.iceberg_rest_uri, info.iceberg_rest_pid = rest.uri, rest.pid
+    log.info(f"  iceberg rest catalog ready at {rest.uri}")
+
+
+def _stop_cluster(info: StackInfo) -> None:
+    """Stop the cluster's daemons (a worker's process group holds its executors too) and forget them."""
+    for pid in (*info.spark_worker_pids, info.spark_master_pid):
+        if pid:
+            stop_pid(pid, info.state)
+    info.spark_master_url, info.spark_master_pid, info.spark_master_ui_port = "", 0, 0
+    info.spark_worker_pids = []
+
+
+def _stop_all(info: StackInfo) -> None:
+    _stop_cluster(info)
+    for pid in (info.iceberg_rest_pid, info.kafka_pid, info.moto_pid):
+        if pid:
+            stop_pid(pid, info.state)
 
 
 def _init_storage(info: StackInfo) -> None:
@@ -141,8 +248,13 @@ def down(root: Path | None = None) -> None:
     if info is None:
         log.info("no local stack recorded; nothing to stop")
         return
-    for name, pid in (("kafka", info.kafka_pid), ("moto", info.moto_pid)):
-        stopped = stop_pid(pid, info.state)
+    daemons = [*((f"spark worker {i}", pid) for i, pid in enumerate(info.spark_worker_pids)),
+               ("spark master", info.spark_master_pid), ("iceberg rest catalog", info.iceberg_rest_pid),
+               ("kafka", info.kafka_pid), ("moto", info.moto_pid)]
+    for name, pid in daemons:
+        if not pid:
+            continue
+        stopped = stop_pid(pid, info.state)  # a worker's process group holds its executors too
         log.info(f"{name}: {'stopped' if stopped else 'was not running'} (pid {pid})")
     (stack_dir(root) / "stack.json").unlink(missing_ok=True)
     env_file(root).unlink(missing_ok=True)
@@ -153,4 +265,7 @@ def status(root: Path | None = None) -> dict:
     info = read_info(root)
     if info is None:
         return {"running": False}
-    return {"running": is_running(info), **asdict(info)}
+    out = {"running": is_running(info), **asdict(info)}
+    if info.spark_master_url:
+        out["spark_workers_alive"] = spark_cluster.alive_workers(info.spark_master_ui_port)
+    return out

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from collections.abc import Callable
 
 from ingest.commits import CommitRecord, Offsets, offsets_to_json
-from ingest.errors import CommitConflict, LakelineError, SchemaChanged, UnknownCommitOutcome
+from ingest.errors import CommitConflict, DriverFenced, LakelineError, SchemaChanged, UnknownCommitOutcome
 from ingest.retry import retrying
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class BatchCommitter:
 
     def __init__(self, spark: "SparkSession", config: "PipelineConfig", fmt: "TableFormat", main: "LakeTable",
                  dead: "LakeTable", lineage: str, ends: TableEnds, events: "Events",
-                 evolved: "StructType | None" = None):
+                 evolved: "StructType | None" = None, fence: int | None = None):
         self.spark, self.config, self.format = spark, config, fmt
         self.main, self.dead, self.lineage, self.events = main, dead, lineage, events
         self._main_end, self._dlq_end, self._last = dict(ends.main), dict(ends.dead_letters), ends.last
@@ -100,6 +100,13 @@ class BatchCommitter:
         # the pipeline once its query has started: ingest.sources.streams.planned_range).
         self.planned: Callable[[], tuple[Offsets, Offsets] | None] = lambda: None
         self._previous_had_dead_letters = False
+        # The driver's fencing token (ingest.lease), carried by every commit record; None without a lease.
+        self.fence = fence
+
+    def _record(self, batch_id: int, start: Offsets, end: Offsets, rows: int | None,
+                dead_letters: int | None) -> CommitRecord:
+        return CommitRecord(self.config.pipeline, self.lineage, batch_id, start, end, rows, dead_letters,
+                            {} if self.fence is None else {"fence": self.fence})
 
     @property
     def last(self) -> CommitRecord | None:
@@ -166,10 +173,9 @@ class BatchCommitter:
             report.phases["scan"] = time.monotonic() - started
             ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
 
-            pipeline = self.config.pipeline
             if dead:
                 dlq_end = _advance(self._dlq_end, batch_end)
-                record = CommitRecord(pipeline, self.lineage, batch_id, start, dlq_end, 0, dead)
+                record = self._record(batch_id, start, dlq_end, 0, dead)
                 frame = _fewer_tasks(dead_letter_rows(decoded, ingested_at, coords), dead)
                 frame = frame if fresh else frame.filter(is_new(self._dlq_end, coords))
                 mark = time.monotonic()
@@ -180,7 +186,7 @@ class BatchCommitter:
             self._dead_letters_settled = True
             main_end = _advance(self._main_end, batch_end)
             if not main_holds:
-                record = CommitRecord(pipeline, self.lineage, batch_id, start, main_end, rows, dead)
+                record = self._record(batch_id, start, main_end, rows, dead)
                 frame = _fewer_tasks(table_rows(decoded, self.config, ingested_at, self.evolved), rows)
                 frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
                 mark = time.monotonic()
@@ -226,7 +232,6 @@ class BatchCommitter:
 
         from ingest.transforms import dead_letter_rows, fixed_timestamp, is_new, table_rows
 
-        pipeline = self.config.pipeline
         # Planned ranges start where the previous batch ended: at or past the main table's end unless this batch
         # replays records the table holds (then the per-record filter applies). A planned start past the table's
         # end stays a gap that reconcile reports (records the source no longer had), as in `process`.
@@ -242,7 +247,7 @@ class BatchCommitter:
                                  F.sum(new_dead.cast("long")).alias("dead"))
         ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
         main_end = _advance(self._main_end, batch_end)
-        record = CommitRecord(pipeline, self.lineage, batch_id, start, main_end, None, None)
+        record = self._record(batch_id, start, main_end, None, None)
         frame = table_rows(observed, self.config, ingested_at)
         frame = frame if fresh else frame.filter(is_new(self._main_end, coords))
         tasks = 1 if expected < ONE_TASK_BELOW else max(-(-expected // RECORDS_PER_WRITE_TASK),
@@ -259,7 +264,7 @@ class BatchCommitter:
             letters = _fewer_tasks(dead_letter_rows(batch, ingested_at, coords).filter(is_new(self._dlq_end, coords)),
                                    dead)
             mark = time.monotonic()
-            self.commit(self.dead, letters, CommitRecord(pipeline, self.lineage, batch_id, start, dlq_end, 0, dead))
+            self.commit(self.dead, letters, self._record(batch_id, start, dlq_end, 0, dead))
             self._dlq_end = dlq_end
             report.phases["dlq"] = time.monotonic() - mark
             _maybe_crash("after-dlq-commit", batch_id)
@@ -300,6 +305,7 @@ class BatchCommitter:
         """Append with retries. A conflict is retried; an unknown outcome is reconciled against the table's own
         commit records (if the record is there, the commit landed). Nothing is ever deleted here."""
         from ingest.events import CommitReconciled, CommitRetried
+        from ingest.formats import refused_by_fence
 
         def on_retry(attempt: int, error: BaseException, delay: float) -> None:
             self.events.emit(CommitRetried(pipeline=record.pipeline, batch_id=record.batch_id,
@@ -312,6 +318,12 @@ class BatchCommitter:
                     table.append(frame, record, may_be_replay=self.first_batch_of_start)
                     return
                 except Exception as exc:  # noqa: BLE001 - classified below; anything unknown is re-raised
+                    if refused_by_fence(exc):
+                        self.failure = DriverFenced(
+                            f"pipeline {record.pipeline}: {table.display_name} refused batch {record.batch_id} of "
+                            f"this driver (token {self.fence}): another driver has taken the pipeline over. This "
+                            f"driver stops; nothing of the batch was committed there.")
+                        raise self.failure from exc
                     kind = self.format.classify(exc)
                     if kind is None:
                         raise

@@ -54,6 +54,7 @@ class RunStarted(Event):
     lineage: str
     spark_seconds: float
     read_seconds: float
+    fence: int | None = None  # the fencing token the driver holds the pipeline's lease with (ingest.lease)
 
 
 @dataclass(kw_only=True)
@@ -144,9 +145,40 @@ class StandbyTakingOver(Event):
     kind: ClassVar[str] = "standby_taking_over"
 
 
+@dataclass(kw_only=True)
+class LeaseWaiting(Event):
+    """A standby found the pipeline's lease held by a live driver (on another host, or paused) and waits for it
+    to lapse."""
+
+    kind: ClassVar[str] = "lease_waiting"
+    holder_host: str
+    holder_pid: int
+    ttl_s: float
+
+
+@dataclass(kw_only=True)
+class LeaseLost(Event):
+    """The running driver lost the pipeline's lease (taken over, or not renewable for a whole ttl): it stops."""
+
+    kind: ClassVar[str] = "lease_lost"
+    reason: str
+
+
+@dataclass(kw_only=True)
+class PipelineFailed(Event):
+    """One pipeline of a many-pipeline application failed; the others go on. `retry_in`: seconds until it starts
+    again (None: it is not started again)."""
+
+    kind: ClassVar[str] = "pipeline_failed"
+    error: str
+    failures: int
+    retry_in: float | None = None
+
+
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (
     CheckpointMovedAside, SchemaEvolved, RunStarted, BatchCommitted, BatchReplayed, CommitRetried, CommitReconciled,
-    HeartbeatFailed, StopRequested, RunFinished, StandbyReady, StandbyStopped, StandbyTakingOver)}
+    HeartbeatFailed, StopRequested, RunFinished, StandbyReady, StandbyStopped, StandbyTakingOver, LeaseWaiting,
+    LeaseLost, PipelineFailed)}
 
 
 def event_from_json(data: dict) -> Event:
@@ -224,7 +256,8 @@ def human_line(event: Event) -> str | None:
             when = "at start" if event.batch_id is None else f"in batch {event.batch_id}"
             return f"{p} schema of {event.table} evolved {when}: {'; '.join(event.changes)}"
         case RunStarted():
-            return (f"{p} start: {event.action} ({event.reason}); lineage {event.lineage} (Spark ready in "
+            fence = "" if event.fence is None else f", fence token {event.fence}"
+            return (f"{p} start: {event.action} ({event.reason}); lineage {event.lineage}{fence} (Spark ready in "
                     f"{event.spark_seconds:.1f}s, tables and checkpoint read in {event.read_seconds:.1f}s)")
         case BatchCommitted():
             lag = "?" if event.lag is None else event.lag
@@ -255,7 +288,16 @@ def human_line(event: Event) -> str | None:
         case StandbyStopped():
             return f"{p} standby: stopped before taking over"
         case StandbyTakingOver():
-            return f"{p} standby: the driver exited; taking over"
+            return f"{p} standby: the pipeline's driver is gone; taking over"
+        case LeaseWaiting():
+            return (f"{p} standby: a driver on host {event.holder_host} (pid {event.holder_pid}) holds the lease; "
+                    f"taking over once it goes {event.ttl_s:g}s without renewal")
+        case PipelineFailed():
+            then = (f"starting it again in {event.retry_in:g}s" if event.retry_in is not None
+                    else "not starting it again")
+            return f"{p} FAILED (failure {event.failures}): {event.error.splitlines()[0][:300]}; {then}"
+        case LeaseLost():
+            return f"{p} lease lost: {event.reason}; stopping (the tables refuse this driver's commits)"
     return None
 
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from ingest.batch import BatchCommitter, BatchReport
 from ingest.checkpoint import HEARTBEAT_FILE, HEARTBEAT_SECONDS, StartPlan
 from ingest.config import PipelineConfig, parse_trigger
-from ingest.errors import LakelineError
-from ingest.events import Events, HeartbeatFailed, HumanLines, RunFinished, StopRequested
+from ingest.errors import DriverFenced, LakelineError
+from ingest.events import Events, HeartbeatFailed, HumanLines, LeaseLost, RunFinished, StopRequested
 from ingest.formats import format_for
 from ingest.settings import Settings
 from ingest.spark import build_spark, pass_jvm_sigterm_to_driver
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from ingest.commits import CommitRecord
+    from ingest.lease import PipelineLease
     from ingest.startup import Start
 
 # Spark settings of a pipeline's own session, unless LAKELINE_SPARK_CONF says otherwise. The pipeline's only cache
@@ -60,8 +61,13 @@ class Pipeline:
     `events` receives the run's events (default: the human lines on stdout)."""
 
     def __init__(self, config: PipelineConfig, settings: Settings, spark: "SparkSession | None" = None,
-                 trigger: str | None = None, events: Events | None = None):
+                 trigger: str | None = None, events: Events | None = None, lease: "PipelineLease | None" = None):
         self.config, self.settings = config, settings
+        # The pipeline's lease, acquired and kept renewed by the caller from before Spark starts (ingest.lease), which
+        # calls `lost_lease` if it is lost: the tables are fenced with its token. None: no fence (a checkpoint off
+        # S3, or a test's own run).
+        self.lease = lease
+        self._lease_lost: str | None = None
         self.trigger = parse_trigger(trigger or config.trigger)
         self._run_began = time.time()  # run() sets it again: an available-now Kinesis run plans what arrived before
         self.events = events if events is not None else Events(HumanLines())
@@ -101,7 +107,7 @@ class Pipeline:
         from ingest.startup import prepare
 
         spark = self.spark  # starts the JVM on first use (run() has usually started it already)
-        self._start = prepare(spark, self.config, self.settings, self.events, self._spark_start_seconds)
+        self._start = prepare(spark, self.config, self.settings, self.events, self._spark_start_seconds, self.lease)
         start = self._start
         evolved = None
         if self.config.record_schema.evolution == "add":
@@ -109,7 +115,8 @@ class Pipeline:
 
             evolved = record_columns(self.config, start.main.table_schema())
         self._committer = BatchCommitter(spark, self.config, format_for(self.config.sink.format), start.main,
-                                         start.dead, start.plan.lineage, start.ends, self.events, evolved)
+                                         start.dead, start.plan.lineage, start.ends, self.events, evolved,
+                                         start.fence)
         return start.plan
 
     def decoded_stream(self, source: "DataFrame") -> "DataFrame":
@@ -211,6 +218,13 @@ class Pipeline:
     def request_stop(self, *_args) -> None:
         self._stop.set()
 
+    def lost_lease(self, reason: str) -> None:
+        """The lease renewer's news: stop after the current batch (whose commit the fence refuses anyway if the
+        pipeline has a new driver)."""
+        self._lease_lost = reason
+        self.events.emit(LeaseLost(pipeline=self.config.pipeline, reason=reason))
+        self._stop.set()
+
     # ---- the run --------------------------------------------------------------------------------------------
     def run(self, install_signal_handlers: bool = True) -> RunSummary:
         """Run until the available-now backlog is done, or until SIGTERM/SIGINT (then stop cleanly, exit 0)."""
@@ -263,12 +277,17 @@ class Pipeline:
         finally:
             beating.set()
             heart.join(30)
-            self._clear_heartbeat()
+            if self._lease_lost is None:  # once the lease is lost, the heartbeat is the new driver's
+                self._clear_heartbeat()
             self.spark.streams.removeListener(self._listener)
             for table in (self._start.main, self._start.dead):
                 table.close()
+                table.unfence()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self._lease_lost is not None:
+            raise DriverFenced(f"pipeline {self.config.pipeline}: {self._lease_lost}; this driver stopped, and the "
+                               f"tables refuse its commits from the new driver's start on")
         summary = RunSummary(self._start.plan, [reports[k] for k in sorted(reports)])
         self.events.emit(RunFinished(pipeline=self.config.pipeline, batches=len(summary.batches), rows=summary.rows,
                                      dead_letters=summary.dead_letters, seconds=time.monotonic() - started))

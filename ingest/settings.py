@@ -52,11 +52,24 @@ class Settings(BaseSettings):
     warehouse: str | None = None
     iceberg_catalog_name: str = "lakeline"
     iceberg_catalog_uri: str | None = None
+    # A REST catalog's authentication (Polaris, Unity, a gateway): an OAuth2 client credential `id:secret`, or a
+    # bearer token. Both secrets; only the Spark and pyiceberg catalog clients see them.
+    iceberg_catalog_credential: SecretStr | None = None
+    iceberg_catalog_token: SecretStr | None = None
     spark_master: str = "local[2]"
     spark_jars_dir: str | None = None
+    # The jars folder exists at the same path on every Spark worker (the local stack's cluster, a container image):
+    # executors put it on their classpath instead of each fetching about 700 MB of jars from the driver.
+    spark_jars_on_workers: bool = False
+    # The Python packages a driver on a cluster master ships to its executors (infra.executor_env): "" the one
+    # `bash infra/setup.sh` packed, a path to another archive, or "off" (executors then need them installed).
+    executor_env: str = ""
     # Extra Spark properties, applied over Lakeline's defaults (LAKELINE_SPARK_CONF, a JSON object).
     spark_conf: Annotated[dict[str, str], NoDecode] = {}
     python: str = sys.executable
+    # The pipeline lease on S3 (ingest.lease): a driver that has not renewed it for this long has lost it, and a
+    # standby on another host takes over.
+    lease_seconds: float = 15.0
 
     @field_validator("warehouse")
     @classmethod
@@ -74,6 +87,12 @@ class Settings(BaseSettings):
             raise ConfigError(f"{env_var} is not set; it is needed to {purpose}. Set it in the environment or an "
                               f"env file (LAKELINE_ENV_FILE), or run `lakeline dev up` for the local stack.")
         return value
+
+    def rest_catalog_auth(self) -> dict[str, str]:
+        """The REST catalog's authentication properties that are set (`credential`, `token`), revealed for a
+        catalog client (the same property names in Spark's Iceberg catalog and pyiceberg)."""
+        return {name: secret.get_secret_value() for name, secret in
+                (("credential", self.iceberg_catalog_credential), ("token", self.iceberg_catalog_token)) if secret}
 
     def aws_credentials(self) -> dict[str, str]:
         """The static AWS credentials that are set (access_key_id, secret_access_key, session_token), revealed

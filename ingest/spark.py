@@ -27,6 +27,8 @@ DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 # From the same jar: Spark's checkpoint entries (offsets/N, commits/N) and Delta's N.crc written on s3a:// as one
 # direct (conditional) PUT each instead of write-temp-then-rename, which S3 runs as copy + delete.
 S3_CHECKPOINT_FILE_MANAGER = "io.lakeline.spark.S3DirectCheckpointFileManager"
+# From the same jar: any Iceberg catalog whose table commits check the pipeline's fence (ingest.lease).
+FENCING_CATALOG = "io.lakeline.iceberg.FencingCatalog"
 # From the same jar: SIGTERM to the JVM passed on to the Python driver (`pass_jvm_sigterm_to_driver`).
 STOP_SIGNAL = "io.lakeline.spark.StopSignal"
 
@@ -106,14 +108,63 @@ def spark_jars(settings: Settings) -> list[str]:
     return jars
 
 
+def is_rest_catalog(catalog_uri: str) -> bool:
+    """An http(s):// catalog URI is an Iceberg REST catalog (the local stack's server, Polaris, Glue, Unity)."""
+    return catalog_uri.startswith(("http://", "https://"))
+
+
 def jdbc_uri(catalog_uri: str) -> str:
     """pyiceberg's SQLAlchemy URI -> the JDBC URI Iceberg's JdbcCatalog wants (same SQLite file)."""
     if catalog_uri.startswith("sqlite:///"):
         return "jdbc:sqlite:" + catalog_uri[len("sqlite:///"):]
     if catalog_uri.startswith("jdbc:"):
         return catalog_uri
-    raise ConfigError(f"LAKELINE_ICEBERG_CATALOG_URI={catalog_uri!r}: use sqlite:////abs/path.db (embedded) "
-                      f"or a jdbc: URI.")
+    raise ConfigError(f"LAKELINE_ICEBERG_CATALOG_URI={catalog_uri!r}: use sqlite:////abs/path.db (embedded), "
+                      f"a jdbc: URI, or an Iceberg REST catalog's http(s):// URI.")
+
+
+# The folder executors unpack the packed Python packages into (spark.archives <archive>#lakeline_env); it is their
+# PYTHONPATH, beside Spark's own and the code zip.
+EXECUTOR_PACKAGES_DIR = "lakeline_env"
+
+
+def executor_packages(settings: Settings) -> Path | None:
+    """The packed Python packages a driver on a cluster master ships to its executors (infra.executor_env), or
+    None: local mode, LAKELINE_EXECUTOR_ENV=off, or not packed yet (then executors run `settings.python`, which
+    must exist with the packages at the same path on every worker)."""
+    from infra.paths import executor_archive
+
+    if settings.spark_master.startswith("local") or settings.executor_env.lower() == "off":
+        return None
+    if settings.executor_env:
+        chosen = Path(settings.executor_env)
+        if not chosen.is_file():
+            raise ConfigError(f"LAKELINE_EXECUTOR_ENV={settings.executor_env!r} is not a file: give the archive "
+                              f"`python -m infra.executor_env` made, or 'off'.")
+        return chosen.resolve()
+    archive = executor_archive()
+    if archive.is_file():
+        return archive
+    logging.getLogger(__name__).warning(
+        f"no packed executor packages at {archive} (`bash infra/setup.sh` makes them): executors will run "
+        f"{settings.python} and need Lakeline's dependencies installed there")
+    return None
+
+
+def base_interpreter(python: str) -> str:
+    """The interpreter a venv's python runs (executors use it with the packed packages on their PYTHONPATH)."""
+    import sys
+
+    if Path(python) == Path(sys.executable):
+        return getattr(sys, "_base_executable", sys.executable)
+    cfg = Path(python).parent.parent / "pyvenv.cfg"
+    if cfg.is_file():
+        values = {key.strip(): value.strip() for key, _, value in
+                  (line.partition("=") for line in cfg.read_text().splitlines())}
+        candidate = Path(values.get("home", "")) / Path(python).name
+        if values.get("home") and candidate.exists():
+            return str(candidate)
+    return python
 
 
 def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None = None,
@@ -157,14 +208,30 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
     }
-    if settings.spark_master.startswith("local") and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+    # Under spark-submit (PYSPARK_GATEWAY_PORT set) the driver's JVM is already running: its classpath came from the
+    # launcher (`--driver-class-path`, maintenance.tasks), and only the executors' can still be set here.
+    under_submit = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+    if settings.spark_master.startswith("local") and not under_submit:
         # In local mode the driver is the only JVM, so the jars go straight on its classpath. Through spark.jars
         # Spark would copy every one (about 700 MB, most of it the AWS SDK bundle) into a temp folder at each
         # start: 3-4 s of every start-up. (PYSPARK_GATEWAY_PORT set: spark-submit has already started the JVM.)
         conf["spark.driver.extraClassPath"] = os.pathsep.join(jars)
         conf["spark.driver.extraJavaOptions"] += _class_archive_options(jars)
+    elif settings.spark_jars_on_workers:
+        # The workers have the jars at the same path (the local cluster, an image): no ~700 MB shipped to each
+        # executor.
+        conf["spark.executor.extraClassPath"] = os.pathsep.join(jars)
+        if not under_submit:
+            conf["spark.driver.extraClassPath"] = conf["spark.executor.extraClassPath"]
     else:
         conf["spark.jars"] = ",".join(jars)
+    packages = executor_packages(settings)
+    if packages is not None:
+        # Executors run the base interpreter with the shipped packages (and the code zip build_spark adds) on their
+        # PYTHONPATH: a worker's Python needs none of them installed.
+        conf["spark.archives"] = f"{packages}#{EXECUTOR_PACKAGES_DIR}"
+        conf["spark.executorEnv.PYTHONPATH"] = EXECUTOR_PACKAGES_DIR
+        conf["spark.pyspark.python"] = base_interpreter(settings.python)
     if settings.spark_master.startswith("local"):
         # Delta rebuilds table state with a shuffle after each commit; its default 50 partitions cost ~2 s a
         # commit on a 2-core box. Clusters keep Delta's default.
@@ -183,12 +250,20 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
     if settings.iceberg_catalog_uri:
         prefix = f"spark.sql.catalog.{settings.iceberg_catalog_name}"
+        if is_rest_catalog(settings.iceberg_catalog_uri):
+            catalog = {f"{prefix}.lakeline.delegate-type": "rest", f"{prefix}.uri": settings.iceberg_catalog_uri}
+            for key, value in settings.rest_catalog_auth().items():
+                catalog[f"{prefix}.{key}"] = value
+        else:
+            catalog = {f"{prefix}.lakeline.delegate-type": "jdbc",
+                       f"{prefix}.uri": jdbc_uri(settings.iceberg_catalog_uri),
+                       # pyiceberg's SqlCatalog creates the V1 schema; Java would create V0 without this.
+                       f"{prefix}.jdbc.schema-version": "V1"}
         conf.update({
             prefix: "org.apache.iceberg.spark.SparkCatalog",
-            f"{prefix}.type": "jdbc",
-            f"{prefix}.uri": jdbc_uri(settings.iceberg_catalog_uri),
-            # pyiceberg's SqlCatalog creates the V1 schema; Java would create V0 without this.
-            f"{prefix}.jdbc.schema-version": "V1",
+            # The JDBC or REST catalog, its tables committing through Lakeline's fence check (ingest.lease).
+            f"{prefix}.catalog-impl": FENCING_CATALOG,
+            **catalog,
             # One AWS SDK (S3A's) for both formats: Iceberg writes through Hadoop FileIO over s3a://.
             f"{prefix}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
             # foreachBatch runs in a cloned session with its own catalog instance: without this, one session
@@ -206,9 +281,22 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
 def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str, str] | None = None,
                 defaults: dict[str, str] | None = None) -> "SparkSession":
     """A SparkSession for local[N] or a cluster master (LAKELINE_SPARK_MASTER), ready for Delta and Iceberg on S3."""
-    os.environ.setdefault("PYSPARK_PYTHON", settings.python)
+    conf = spark_conf(settings, app_name, extra, defaults)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", settings.python)
-    if settings.spark_master.startswith("local"):
+    if "spark.archives" in conf:
+        # Python functions run PYSPARK_PYTHON: on the executors with the shipped packages, and on the driver (a
+        # Python data source's planning) with the driver's own site-packages, handed to its JVM's children here.
+        import sysconfig
+
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+        site = sysconfig.get_paths()["purelib"]
+        if site not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", settings.python)
+    if settings.spark_master.startswith("local") or on_loopback(settings.spark_master):
+        # The driver's RPC, block manager and UI ports then bind to loopback only (a local cluster's executors
+        # reach it there).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -216,11 +304,34 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     # drowns the pipeline's own progress lines.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings, app_name, extra, defaults).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKELINE_SPARK_LOG_LEVEL", "WARN"))
+    if "spark.archives" in conf:
+        spark.sparkContext.addPyFile(str(_code_zip()))  # Lakeline's own code, as this driver has it
     return spark
+
+
+def _code_zip() -> Path:
+    """The `ingest` package as a zip for the executors' PYTHONPATH (a fresh temp file, made in well under 1 s)."""
+    import tempfile
+    import zipfile
+
+    package = Path(__file__).resolve().parent
+    target = Path(tempfile.mkdtemp(prefix="lakeline-code-")) / "lakeline_ingest.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for source in sorted(package.rglob("*.py")):
+            archive.write(source, source.relative_to(package.parent).as_posix())
+    return target
+
+
+def on_loopback(master: str) -> bool:
+    """Whether a `spark://host:port` master runs on this host's loopback (the local stack's cluster)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(master).hostname if master.startswith("spark://") else None
+    return host in ("localhost", "::1") or bool(host and host.startswith("127."))
 
 
 def lakeline_class(spark: "SparkSession", name: str, use):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ingest.config import PipelineConfig
     from ingest.events import Events
     from ingest.formats import LakeTable
+    from ingest.lease import PipelineLease
     from ingest.settings import Settings
 
 
@@ -35,12 +36,22 @@ class Start:
     main: "LakeTable"
     dead: "LakeTable"
     ends: TableEnds
+    fence: int | None = None  # the token both tables are fenced at for this driver (None: no lease)
+
+
+def fence_tables(lease: "PipelineLease", tables: "tuple[LakeTable, ...]") -> int:
+    """Raise both tables' fences to the lease's token (first lifting the token above any fence a table already
+    has, should the lease object have been lost), before anything reads where the tables stand."""
+    token = lease.raise_token(max(table.fence_token() for table in tables))
+    for table in tables:
+        table.fence(token)
+    return token
 
 
 def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", events: "Events",
-            spark_seconds: float = 0.0) -> Start:
-    """Open (create) both tables, read their newest commit records and the checkpoint, and make the checkpoint
-    location what the plan needs."""
+            spark_seconds: float = 0.0, lease: "PipelineLease | None" = None) -> Start:
+    """Open (create) both tables, fence them with the lease's token (when there is a lease), read their newest
+    commit records and the checkpoint, and make the checkpoint location what the plan needs."""
     from ingest.adapters.hadoop_fs import HadoopFS
 
     started = time.monotonic()
@@ -54,9 +65,14 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
     # that has just started). The main table is created first, alone: it also creates the Iceberg namespace, which
     # two concurrent CREATE ... IF NOT EXISTS could race on.
     main.ensure()
+    fence = None
+    if lease is not None:
+        dead.ensure()
+        fence = fence_tables(lease, (main, dead))
     apply_declared_schema(main, config, events)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="lakeline-open") as pool:
-        main_last, dead_last = pool.submit(main.last_commit), pool.submit(open_dead_letters)
+        main_last = pool.submit(main.last_commit)
+        dead_last = pool.submit(dead.last_commit if lease is not None else open_dead_letters)
         last, dead_record = main_last.result(), dead_last.result()
     ends = TableEnds(dict(last.end) if last else {}, dict(dead_record.end) if dead_record else {}, last,
                      dead_record)
@@ -75,8 +91,8 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
             events.emit(CheckpointMovedAside(pipeline=config.pipeline, moved_to=moved))
         write_lineage(fs, location, plan.lineage)
     events.emit(RunStarted(pipeline=config.pipeline, action=plan.action, reason=plan.reason, lineage=plan.lineage,
-                           spark_seconds=spark_seconds, read_seconds=time.monotonic() - started))
-    return Start(plan, main, dead, ends)
+                           spark_seconds=spark_seconds, read_seconds=time.monotonic() - started, fence=fence))
+    return Start(plan, main, dead, ends, fence)
 
 
 def apply_declared_schema(table: "LakeTable", config: "PipelineConfig", events: "Events") -> list[str]:

@@ -46,8 +46,14 @@ def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> 
         if not master:
             raise ConfigError("LAKELINE_TASK_LAUNCHER=spark-submit needs LAKELINE_SPARK_MASTER (e.g. "
                               "spark://host:7077 or yarn)")
+        # spark-submit starts the driver's JVM: the connector jars must be on its classpath from the start (a
+        # SparkSession's spark.jars would come too late for Hadoop's FileSystem lookup of S3A).
+        from ingest.settings import load_settings
+        from ingest.spark import spark_jars
+
+        jars = spark_jars(load_settings())
         return [env.get("LAKELINE_SPARK_SUBMIT", "spark-submit"), "--master", master, "--deploy-mode", "client",
-                str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
+                "--driver-class-path", os.pathsep.join(jars), str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
     raise ConfigError(f"LAKELINE_TASK_LAUNCHER={launcher!r}: use local or spark-submit")
 
 

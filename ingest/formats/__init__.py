@@ -129,6 +129,33 @@ class LakeTable(ABC):
     def sql_name(self) -> str:
         """How Spark SQL names this table in ALTER TABLE."""
 
+    # ---- the fence (ingest.lease) ----------------------------------------------------------------------------
+    @abstractmethod
+    def fence_token(self) -> int:
+        """The table's fence for this pipeline (`lakeline.fence.<pipeline>`), 0 when it has none."""
+
+    def fence(self, token: int) -> None:
+        """Raise the table's fence for this pipeline to `token`, before the driver reads where the table stands:
+        from this commit on, the table refuses commits of the pipeline that carry a lower token (checked inside
+        each atomic commit: Lakeline's Delta LogStore, Iceberg's FencingCatalog). A table fenced higher than
+        `token` means another driver has taken the pipeline over: DriverFenced."""
+        from ingest.errors import DriverFenced
+
+        current = self.fence_token()
+        if current > token:
+            raise DriverFenced(f"{self.display_name} is fenced at token {current} for pipeline {self.pipeline}, "
+                               f"above this driver's {token}: another driver has taken the pipeline over")
+        if current < token:
+            self._raise_fence(int(token))
+
+    def _raise_fence(self, token: int) -> None:
+        """The commit that sets the fence property (a table property change)."""
+        self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('{fence_property(self.pipeline)}' = '{token}')")
+
+    def unfence(self) -> None:
+        """This driver stops committing to the table (its run ended)."""
+        return None
+
     def add_columns(self, columns: "StructType") -> None:
         """Add nullable top-level columns; columns the table already has are an error."""
         from ingest.evolution import SchemaChange
@@ -256,6 +283,20 @@ def ddl_columns(schema: "StructType") -> str:
 
     return ", ".join(f"{quote(f.name)} {to_ddl(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
                      for f in schema.fields)
+
+
+FENCE_PREFIX = "lakeline.fence."
+FENCED_COMMIT = "io.lakeline.fence.FencedCommitException"
+
+
+def fence_property(pipeline: str) -> str:
+    """The table property that holds the pipeline's fencing token."""
+    return FENCE_PREFIX + pipeline
+
+
+def refused_by_fence(exc: BaseException) -> bool:
+    """Whether a commit failed because the table is fenced above this driver's token (by exception type)."""
+    return java_raised(exc, FENCED_COMMIT)
 
 
 def utc_from_millis(value) -> datetime | None:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from ingest.commits import CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError
-from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, java_raised,
-                             utc_from_millis)
+from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, fence_property,
+                             java_raised, utc_from_millis)
 from ingest.formats.delta_checkpoints import (CHECKPOINT_INTERVAL_KEY, SPARK_CHECKPOINT_INTERVAL, LogCheckpointer,
                                               takes_over)
 from ingest.partitioning import parse_key, partition_key
@@ -324,6 +324,32 @@ class DeltaLakeTable(LakeTable):
     @property
     def sql_name(self) -> str:
         return f"delta.`{self.location}`"
+
+    def fence_token(self) -> int:
+        configuration = self._snapshot()[1].metadata().configuration()
+        key = fence_property(self.pipeline)
+        return int(str(configuration.apply(key))) if configuration.contains(key) else 0
+
+    def fence(self, token: int) -> None:
+        # Lakeline's LogStore checks the fence inside each commit; it serves s3a:// tables (other file systems
+        # keep Delta's own store and no fence: one host only).
+        if self.location.startswith("s3a://"):
+            from ingest.spark import DELTA_S3_LOGSTORE, lakeline_class
+
+            version = self._snapshot()[1].version()  # the check reads every version after this one
+            lakeline_class(self.spark, DELTA_S3_LOGSTORE,
+                           lambda store: store.fence(self._log_folder, self.pipeline, int(token), version))
+        super().fence(token)
+
+    def unfence(self) -> None:
+        if self.location.startswith("s3a://"):
+            from ingest.spark import DELTA_S3_LOGSTORE, lakeline_class
+
+            lakeline_class(self.spark, DELTA_S3_LOGSTORE, lambda store: store.unfence(self._log_folder))
+
+    @property
+    def _log_folder(self) -> str:
+        return f"{self.location}/_delta_log"
 
     def widen(self, column: str, data_type: "DataType") -> None:
         """Delta's type widening (a table feature, enabled on first use): no data file is rewritten."""

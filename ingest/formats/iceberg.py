@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
-                            java_raised, utc_from_millis)
+                            fence_property, java_raised, utc_from_millis)
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
@@ -85,20 +85,27 @@ def stored_value(field: "PartitionField", value: str):
 
 
 def iceberg_catalog(settings: "Settings"):
-    """The shared SQL catalog, as pyiceberg sees it."""
+    """The shared catalog (SQL, or an Iceberg REST catalog), as pyiceberg sees it."""
     from pyiceberg.catalog.sql import SqlCatalog
 
+    from ingest.spark import is_rest_catalog
+
     uri = settings.require("iceberg_catalog_uri", "LAKELINE_ICEBERG_CATALOG_URI", "open the Iceberg catalog")
-    if uri.startswith("jdbc:"):
-        # Spark takes the jdbc: form; pyiceberg needs a SQLAlchemy URL and its driver.
-        raise ConfigError(f"LAKELINE_ICEBERG_CATALOG_URI is a JDBC URI ({uri.split('?', 1)[0]}): the Spark-free read "
-                          "(pyiceberg) needs the SQLAlchemy form of the catalog database, which Lakeline only has "
-                          "for the embedded sqlite:/// catalog. Read this table through Spark instead.")
     properties = {"s3.region": settings.aws_region}
     if settings.s3_endpoint:
         properties["s3.endpoint"] = settings.s3_endpoint
     for name, value in settings.aws_credentials().items():
         properties["s3." + name.replace("_", "-")] = value
+    if is_rest_catalog(uri):
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog(settings.iceberg_catalog_name, uri=uri, **properties, **settings.rest_catalog_auth())
+    if uri.startswith("jdbc:"):
+        # Spark takes the jdbc: form; pyiceberg needs a SQLAlchemy URL and its driver.
+        raise ConfigError(f"LAKELINE_ICEBERG_CATALOG_URI is a JDBC URI ({uri.split('?', 1)[0]}): the Spark-free read "
+                          "(pyiceberg) needs the SQLAlchemy form of the catalog database, which Lakeline only has "
+                          "for the embedded sqlite:/// catalog (or a REST catalog). Read this table through Spark "
+                          "instead.")
     return SqlCatalog(settings.iceberg_catalog_name, uri=uri, **properties)
 
 
@@ -223,6 +230,23 @@ class IcebergLakeTable(LakeTable):
         times = [row["epoch"] for row in rows
                  if (record := CommitRecord.from_json(row["record"])) and record.pipeline == self.pipeline]
         return datetime.fromtimestamp(max(times), UTC) if times else None
+
+    def _raise_fence(self, token: int) -> None:
+        # The property and an empty snapshot in one commit: a REST catalog checks a commit against the base's
+        # current snapshot, not its properties, so only a new snapshot makes a commit that an older driver based on
+        # the table before the fence fail (and retry on the fenced table, which refuses it).
+        table = self._java_table()
+        table.refresh()
+        transaction = table.newTransaction()
+        transaction.updateProperties().set(fence_property(self.pipeline), str(token)).commit()
+        transaction.newFastAppend().set("lakeline.fence", f"{self.pipeline}:{token}").commit()
+        transaction.commitTransaction()
+
+    def fence_token(self) -> int:
+        table = self._java_table()
+        table.refresh()
+        value = table.properties().get(fence_property(self.pipeline))
+        return int(value) if value else 0
 
     def read(self) -> "DataFrame":
         return self.spark.table(self.identifier)

@@ -15,14 +15,25 @@ def register(sub) -> None:
                          description="Start, stop or inspect the local stack. `up` starts a KRaft Kafka broker and "
                                      "a moto server (S3 + Kinesis) on free 127.0.0.1 ports, creates the warehouse "
                                      "bucket and the SQLite Iceberg catalog, and writes the endpoints to "
-                                     ".lakeline/stack/stack.env, where every other command finds them. Running "
-                                     "`up` twice reuses the running stack. `down` stops only what `up` started. "
-                                     "`class-archive` makes the JVM class archive (AppCDS) that local Spark "
-                                     "drivers start from, about 5 s faster, by running the demo with a few "
-                                     "thousand events on a temporary stack of its own (about a minute, once per "
-                                     "JDK and set of jars; infra/setup.sh runs it; LAKELINE_CLASS_ARCHIVE=off "
-                                     "turns it off).")
+                                     ".lakeline/stack/stack.env, where every other command finds them. With "
+                                     "--spark-workers N it also starts a Spark standalone master and N workers "
+                                     "and points LAKELINE_SPARK_MASTER at them. Running `up` twice reuses the "
+                                     "running stack. `down` stops only what `up` started. `class-archive` makes "
+                                     "the JVM class archive (AppCDS) that local Spark drivers start from, about 5 "
+                                     "s faster, by running the demo with a few thousand events on a temporary "
+                                     "stack of its own (about a minute, once per JDK and set of jars; "
+                                     "infra/setup.sh runs it; LAKELINE_CLASS_ARCHIVE=off turns it off).")
     dev.add_argument("action", choices=["up", "down", "status", "class-archive"])
+    dev.add_argument("--spark-workers", type=int, default=0, metavar="N",
+                     help="up: also start a Spark standalone master and N workers from the pyspark distribution "
+                          "(loopback only), and point LAKELINE_SPARK_MASTER at it in stack.env (default 0: Spark "
+                          "runs local[N] inside each driver)")
+    dev.add_argument("--spark-worker-cores", type=int, default=1, metavar="C", help="cores per worker (default 1)")
+    dev.add_argument("--spark-worker-memory", default="2g", metavar="M",
+                     help="memory per worker for its executors, e.g. 2g (default)")
+    dev.add_argument("--iceberg-catalog", choices=["sql", "rest"], default="sql",
+                     help="up: the Iceberg catalog Spark and pyiceberg share: sql (default, a SQLite file) or rest "
+                          "(the Iceberg project's REST catalog server on a free 127.0.0.1 port, backed by SQLite)")
     dev.add_argument("--force", action="store_true", help="class-archive: make it again even if it is up to date")
     dev.add_argument("--state-dir", type=Path, help="state folder (default .lakeline in the repo, or "
                                                     "LAKELINE_STATE_DIR)")
@@ -41,7 +52,12 @@ def run(args) -> ExitCode:
         return ExitCode.OK
     try:
         if args.action == "up":
-            stack.up(args.state_dir)
+            if args.spark_workers < 0 or args.spark_worker_cores < 1:
+                print("lakeline dev up: --spark-workers must be 0 or more and --spark-worker-cores 1 or more",
+                      file=sys.stderr)
+                return ExitCode.USAGE
+            stack.up(args.state_dir, spark_workers=args.spark_workers, worker_cores=args.spark_worker_cores,
+                     worker_memory=args.spark_worker_memory, iceberg_catalog=args.iceberg_catalog)
         elif args.action == "down":
             stack.down(args.state_dir)
         else:

@@ -43,12 +43,18 @@ def register(sub) -> None:
                             description="Runs the pipeline until the backlog is ingested (available-now) or until "
                                         "SIGTERM/SIGINT (processing-time), then exits 0. Safe to kill at any "
                                         "moment: the next run neither duplicates nor skips.")
-    pipeline_arg(ingest)
+    ingest.add_argument("--pipeline", required=True, action="append", metavar="FILE|DIR",
+                        help="pipeline YAML, e.g. conf/pipelines/orders_delta.yaml; repeat it, or give a folder "
+                             "(every *.yaml in it), to run several pipelines in one Spark application: each its "
+                             "own streaming query in its own scheduler pool, one that fails started again with "
+                             "backoff while the others go on")
     ingest.add_argument("--trigger", help="available-now | processing-time=<N>ms|s|m (default: the pipeline's)")
     ingest.add_argument("--standby", action="store_true",
                         help="warm standby: start Spark, open the tables and warm the batch code, then wait for "
-                             "the pipeline's driver on this host to exit (kill -9 included) and take over at once. "
-                             "Without it, a second driver of the same pipeline on this host is refused")
+                             "the pipeline's driver to stop and take over: at once when it ran on this host (kill "
+                             "-9 included), once its lease on S3 lapses (LAKELINE_LEASE_SECONDS, default 15) when "
+                             "it ran on another host or hangs. Without it, a second driver of the same pipeline, on "
+                             "any host, is refused")
     ingest.add_argument("--events", metavar="FILE|-",
                         help="also write the run's events as JSON lines (one object per event: run_started, "
                              "batch_committed, batch_replayed, commit_retried, stop_requested, run_finished, ...) to "
@@ -96,11 +102,17 @@ def produce_events(args) -> ExitCode:
 
 
 def ingest_run(args) -> ExitCode:
-    from ingest.driver_lock import DriverLock
     from ingest.events import Events, HumanLines, JsonLines
+    from ingest.lease import pipeline_lease
+    from ingest.ownership import drive
     from ingest.pipeline import Pipeline
 
-    config, settings = load(args)
+    from ingest.config import load_pipeline
+    from ingest.settings import load_settings
+
+    configs, settings = [load_pipeline(path) for path in _pipeline_files(args.pipeline)], load_settings()
+    if len(configs) > 1 and args.standby:
+        raise ConfigError("--standby takes one --pipeline: start a standby per pipeline")
     with ExitStack() as closing:
         events = Events()
         if args.events == "-":
@@ -110,40 +122,35 @@ def ingest_run(args) -> ExitCode:
             events.subscribe(HumanLines(sys.stdout))
             if args.events:
                 events.subscribe(JsonLines(closing.enter_context(open(args.events, "a", encoding="utf-8"))))
-        pipeline = Pipeline(config, settings, trigger=args.trigger, events=events)
-        lock = DriverLock(config.pipeline, config.checkpoint_location(settings))
-        if args.standby:
-            if not _standby(pipeline, lock, events):
-                return ExitCode.OK
-        else:
-            lock.acquire()
-        try:
-            pipeline.run()
-        finally:
-            lock.release()
+        if len(configs) > 1:
+            from ingest.multi import run_pipelines
+
+            failed = [o for o in run_pipelines(configs, settings, args.trigger, events) if not o.ok]
+            for outcome in failed:
+                print(f"lakeline: pipeline {outcome.pipeline} failed ({outcome.failures} time(s)): "
+                      f"{outcome.error}", file=sys.stderr)
+            return ExitCode.FAILED if failed else ExitCode.OK
+        config = configs[0]
+        lease = pipeline_lease(config.pipeline, config.checkpoint_location(settings), settings)
+        pipeline = Pipeline(config, settings, trigger=args.trigger, events=events, lease=lease)
+        with drive(pipeline, standby=args.standby) as driving:
+            if driving:
+                pipeline.run()
     return ExitCode.OK
 
 
-def _standby(pipeline, lock, events) -> bool:
-    """Warm up, then wait for the driver lock. False when stopped (SIGTERM/SIGINT) before taking over."""
-    import signal
-    import threading
-
-    from ingest.events import StandbyReady, StandbyStopped, StandbyTakingOver
-
-    name = pipeline.config.pipeline
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        events.emit(StandbyReady(pipeline=name, warm_seconds=pipeline.warm_up(), lock=str(lock.path)))
-        if not lock.wait(stop):
-            events.emit(StandbyStopped(pipeline=name))
-            return False
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    events.emit(StandbyTakingOver(pipeline=name))
-    return True
+def _pipeline_files(given: list[str]) -> list[Path]:
+    """The pipeline YAMLs named by --pipeline: files as given, folders as every *.yaml in them (sorted)."""
+    files: list[Path] = []
+    for entry in map(Path, given):
+        if entry.is_dir():
+            found = sorted(entry.glob("*.yaml"))
+            if not found:
+                raise ConfigError(f"--pipeline {entry}: the folder holds no *.yaml pipeline files")
+            files += found
+        else:
+            files.append(entry)
+    return files
 
 
 def reconcile(args) -> ExitCode:

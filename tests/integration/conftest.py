@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -44,3 +46,12 @@ def no_leftover_drivers():
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             continue  # already gone, or reaped by its Popen
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """A migrated metadata DB in the session's throwaway AIRFLOW_HOME (set in tests/conftest.py)."""
+    done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        pytest.fail(f"airflow db migrate failed:\n{done.stderr[-3000:]}", pytrace=False)

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.heavy  # ~19 min: Spark drivers for the latency (Delta and Iceberg), drain (both formats) and recovery
-# peers, a drain from Kafka and one from Kinesis, a small-files run
+@pytest.mark.heavy  # ~21 min: Spark drivers for the latency (Delta and Iceberg), drain (both formats) and recovery
+# peers, a drain from Kafka and one from Kinesis, a small-files run, two pipelines in one application and in two
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     recorded = {p: p.stat().st_mtime for p in (REPO / "bench" / "results").iterdir()}
@@ -45,6 +45,10 @@ def test_quick_benchmarks_run_every_system_and_are_exact(stack_env, tmp_path):
     for lakeline in ("lakeline", "lakeline (warm standby)"):
         assert recovered[lakeline]["recovery_s"] > 0 and recovered[lakeline]["duplicates"] == 0
     assert all(r["missing"] == 0 for r in recovered.values()), recovered  # at-least-once may duplicate, never lose
+    multi = [r for r in results if "pipelines" in r]
+    assert {r["mode"] for r in multi} == {"one-app", "separate"}, multi
+    assert all(r["exact"] and r["latency_n"] > 0 and r["rss_max_mb"] > 0 for r in multi), multi
+    assert {r["mode"]: r["drivers"] for r in multi} == {"one-app": 1, "separate": 2}
     formats = [r["format"] for r in results if "format" in r]
     # drain (from Kafka and from Kinesis) and compaction, both formats
     assert formats.count("delta") == 3 and formats.count("iceberg") == 3

@@ -3,8 +3,6 @@ real `lakeline` commands, and the tests assert their effect, not just the run st
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,15 +20,6 @@ from tests.helpers import pipeline_dict
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def airflow_db():
-    """A migrated metadata DB in the session's throwaway AIRFLOW_HOME (set in tests/conftest.py)."""
-    done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                          timeout=600)
-    if done.returncode != 0:
-        pytest.fail(f"airflow db migrate failed:\n{done.stderr[-3000:]}", pytrace=False)
 
 
 @pytest.fixture

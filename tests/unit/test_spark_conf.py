@@ -37,10 +37,45 @@ def test_cluster_master_ships_jars_with_spark_jars(jars):
     assert "spark.driver.extraClassPath" not in conf
 
 
+def test_jars_installed_on_the_workers_go_on_the_classpath_and_a_loopback_master_binds_to_loopback(jars):
+    from ingest.spark import on_loopback
+
+    conf = spark_conf(Settings(spark_master="spark://127.0.0.1:7077", spark_jars_dir=str(jars),
+                               spark_jars_on_workers=True), "t")
+    assert conf["spark.executor.extraClassPath"].count(".jar") == 3
+    assert conf["spark.driver.extraClassPath"] == conf["spark.executor.extraClassPath"]
+    assert "spark.jars" not in conf
+    assert on_loopback("spark://127.0.0.1:7077") and on_loopback("spark://localhost:7077")
+    assert not on_loopback("spark://10.0.0.5:7077") and not on_loopback("local[2]") and not on_loopback("yarn")
+
+
+def test_iceberg_catalog_commits_through_the_fence(jars):
+    conf = spark_conf(Settings(iceberg_catalog_uri="sqlite:////tmp/c.db", spark_jars_dir=str(jars)), "t")
+    assert conf["spark.sql.catalog.lakeline.catalog-impl"] == "io.lakeline.iceberg.FencingCatalog"
+    assert conf["spark.sql.catalog.lakeline.lakeline.delegate-type"] == "jdbc"
+    assert "spark.sql.catalog.lakeline.type" not in conf  # Iceberg refuses both type and catalog-impl
+
+
+def test_an_http_catalog_uri_is_a_rest_catalog_for_spark_with_its_credential_kept_secret(jars):
+    settings = Settings(iceberg_catalog_uri="https://polaris.example/api/catalog", spark_jars_dir=str(jars),
+                        iceberg_catalog_credential="client:s3cr3t")
+    conf = spark_conf(settings, "t")
+    assert conf["spark.sql.catalog.lakeline.lakeline.delegate-type"] == "rest"
+    assert conf["spark.sql.catalog.lakeline.uri"] == "https://polaris.example/api/catalog"
+    assert conf["spark.sql.catalog.lakeline.credential"] == "client:s3cr3t"
+    assert "spark.sql.catalog.lakeline.jdbc.schema-version" not in conf
+    assert "s3cr3t" not in str(settings.describe())
+
+
 def test_jvm_started_by_spark_submit_keeps_spark_jars(jars, monkeypatch):
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4242")  # the classpath of a running JVM can no longer change
     conf = spark_conf(Settings(spark_jars_dir=str(jars)), "t")
     assert conf["spark.jars"].count(".jar") == 3
+    on_workers = spark_conf(Settings(spark_master="spark://127.0.0.1:7077", spark_jars_dir=str(jars),
+                                     spark_jars_on_workers=True), "t")
+    # the driver's classpath came from spark-submit's --driver-class-path; the executors take the installed jars
+    assert on_workers["spark.executor.extraClassPath"].count(".jar") == 3
+    assert "spark.jars" not in on_workers and "spark.driver.extraClassPath" not in on_workers
 
 
 def test_delta_on_s3_commits_with_conditional_put(jars):
