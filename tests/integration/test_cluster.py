@@ -151,8 +151,10 @@ def test_executors_run_lakeline_with_nothing_installed_on_the_worker(cluster, co
         assert workers, "no Python worker ran on the executors"
         for exe, pythonpath, cwd in workers:
             assert os.path.realpath(exe) == os.path.realpath(python)
-            assert "lakeline_env" in pythonpath and "lakeline_ingest.zip" in pythonpath, pythonpath
-            assert str(cluster.work) in cwd  # an executor's work dir, where the archive was unpacked
+            assert "lakeline_env" in pythonpath.split(os.pathsep), pythonpath
+            # an executor's work dir: the packages unpacked there, and the code zip the worker adds to its path
+            assert str(cluster.work) in cwd
+            assert (Path(cwd) / "lakeline_env" / "tenacity").is_dir() and (Path(cwd) / "lakeline_ingest.zip").is_file()
         driver.send_signal(signal.SIGTERM)
         assert driver.wait(180) == 0, (tmp_path / "driver.log").read_text()[-3000:]
     finally:
