@@ -42,9 +42,9 @@ class Start:
 def fence_tables(lease: "PipelineLease", tables: "tuple[LakeTable, ...]") -> int:
     """Raise both tables' fences to the lease's token (first lifting the token above any fence a table already
     has, should the lease object have been lost), before anything reads where the tables stand."""
-    token = lease.raise_token(max(table.fence_token() for table in tables))
-    for table in tables:
-        table.fence(token)
+    with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="lakeline-fence") as pool:
+        token = lease.raise_token(max(pool.map(lambda table: table.fence_token(), tables)))
+        list(pool.map(lambda table: table.fence(token), tables))  # side by side: each is a table commit
     return token
 
 

@@ -21,6 +21,8 @@ def run_demo(count: int, bad_ratio: float, stop_stack: bool = False,
     from infra import stack
     from ingest.config import load_pipeline
     from ingest.pipeline import Pipeline
+    from ingest.lease import pipeline_lease
+    from ingest.ownership import drive
     from ingest.produce import produce
     from ingest.reconcile import reconcile
     from lakeline.output import stdout_console
@@ -48,7 +50,12 @@ def run_demo(count: int, bad_ratio: float, stop_stack: bool = False,
         t0 = time.monotonic()
         batched = config.model_copy(update={"source": config.source.model_copy(
             update={"max_offsets_per_trigger": DEMO_BATCH})})
-        Pipeline(batched, settings, spark=spark, trigger="available-now").run()
+        # As `lakeline ingest` runs it: under the host lock and the pipeline's lease, the tables fenced.
+        lease = pipeline_lease(batched.pipeline, batched.checkpoint_location(settings), settings)
+        pipeline = Pipeline(batched, settings, spark=spark, trigger="available-now", lease=lease)
+        with drive(pipeline) as driving:
+            if driving:
+                pipeline.run()
         timings[config.pipeline] = time.monotonic() - t0
     for name in TABLES:
         print(f"== 4/5 compact {name} (policy conf/tables/{name}.yaml; the demo includes the hot partition)")
