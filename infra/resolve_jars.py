@@ -76,33 +76,30 @@ LOGSTORE_SOURCE = REPO_ROOT / "infra" / "logstore"
 LOGSTORE_JAR = "lakeline-delta-logstore.jar"
 
 
-def build_logstore(spark_dir: Path, python: str) -> None:
-    """Compile Lakeline's JVM classes (infra/logstore, see ARCHITECTURE.md): the multi-driver-safe Delta LogStore
-    and direct-PUT checkpoint file manager for S3, the strict one-pass JSON record decoder and the fixed-instant
-    function (the batch time without a literal in generated code) and the SIGTERM hand-over to the Python driver, into
-    <spark jars>/lakeline-delta-logstore.jar, against the resolved Spark/Delta/Hadoop jars. Skipped when the
-    sources have not changed."""
+def _pyspark_jars(python: str) -> Path:
+    return Path(subprocess.run(
+        [python, "-c", "import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))"],
+        check=True, capture_output=True, text=True).stdout.strip())
+
+
+def _compile_jar(source_dir: Path, classpath: list[str], target: Path, stamp: Path, kind: str, what: str) -> None:
+    """Compile every .java under `source_dir` against `classpath` into the jar `target`; skipped when the sources
+    have not changed since `stamp` was written."""
     import tempfile
     import zipfile
 
-    sources = sorted(LOGSTORE_SOURCE.rglob("*.java"))
+    sources = sorted(source_dir.rglob("*.java"))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
-    stamp, target = spark_dir / ".logstore-stamp", spark_dir / LOGSTORE_JAR
     if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
-        print(f"[setup] jars/spark: {LOGSTORE_JAR} up to date")
+        print(f"[setup] jars/{kind}: {target.name} up to date")
         return
     if shutil.which("javac") is None:
         sys.exit("[setup] javac not found: install a JDK 17+ (Debian: openjdk-17-jdk-headless) and re-run.")
-    pyspark_jars = subprocess.run(
-        [python, "-c", "import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))"],
-        check=True, capture_output=True, text=True).stdout.strip()
-    classpath = os.pathsep.join([str(p) for p in spark_dir.glob("*.jar") if p.name != LOGSTORE_JAR]
-                                + [os.path.join(pyspark_jars, "*")])
     with tempfile.TemporaryDirectory() as out:
-        result = subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", classpath, "-d", out,
+        result = subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", os.pathsep.join(classpath), "-d", out,
                                  *map(str, sources)], capture_output=True, text=True)
         if result.returncode != 0:
-            sys.exit(f"[setup] could not compile infra/logstore:\n{result.stderr[-2000:]}")
+            sys.exit(f"[setup] could not compile {source_dir.relative_to(REPO_ROOT)}:\n{result.stderr[-2000:]}")
         partial = target.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: lakeline infra/setup.sh\n")
@@ -110,8 +107,20 @@ def build_logstore(spark_dir: Path, python: str) -> None:
                 jar.write(path, path.relative_to(out).as_posix())
         partial.rename(target)
     stamp.write_text(digest)
-    print(f"[setup] jars/spark: built {LOGSTORE_JAR} (conditional-put Delta LogStore and checkpoint file manager "
-          f"for s3a://, record decoder, fixed-instant function, stop signal)")
+    print(f"[setup] jars/{kind}: built {target.name} ({what})")
+
+
+def build_logstore(spark_dir: Path, python: str) -> None:
+    """Compile Lakeline's JVM classes (infra/logstore, see ARCHITECTURE.md): the multi-driver-safe and fencing Delta
+    LogStore, direct-PUT checkpoint file manager for S3, the fencing Iceberg catalog, the strict one-pass JSON
+    record decoder, the fixed-instant function (the batch time without a literal in generated code) and the SIGTERM
+    hand-over to the Python driver, into <spark jars>/lakeline-delta-logstore.jar, against the resolved
+    Spark/Delta/Iceberg/Hadoop jars."""
+    classpath = [str(p) for p in spark_dir.glob("*.jar") if p.name != LOGSTORE_JAR]
+    _compile_jar(LOGSTORE_SOURCE, classpath + [os.path.join(_pyspark_jars(python), "*")], spark_dir / LOGSTORE_JAR,
+                 spark_dir / ".logstore-stamp", "spark",
+                 "conditional-put and fencing Delta LogStore, fencing Iceberg catalog, checkpoint file manager for "
+                 "s3a://, record decoder, fixed-instant function, stop signal")
 
 
 REST_LAUNCHER_SOURCE = REPO_ROOT / "infra" / "iceberg-rest"
@@ -121,31 +130,10 @@ REST_LAUNCHER_JAR = "lakeline-rest-launcher.jar"
 def build_rest_launcher(rest_dir: Path, python: str) -> None:
     """Compile the loopback-only launcher of the Iceberg REST catalog fixture (infra/iceberg-rest) into
     <iceberg-rest jars>/lakeline-rest-launcher.jar, against the fixture's jars and pyspark's Hadoop client."""
-    import tempfile
-    import zipfile
-
-    sources = sorted(REST_LAUNCHER_SOURCE.rglob("*.java"))
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
-    stamp, target = rest_dir / ".launcher-stamp", rest_dir / REST_LAUNCHER_JAR
-    if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
-        print(f"[setup] jars/iceberg-rest: {REST_LAUNCHER_JAR} up to date")
-        return
-    pyspark_jars = subprocess.run(
-        [python, "-c", "import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))"],
-        check=True, capture_output=True, text=True).stdout.strip()
-    classpath = os.pathsep.join([str(p) for p in rest_dir.glob("*.jar") if p.name != REST_LAUNCHER_JAR]
-                                + [str(p) for p in Path(pyspark_jars).glob("hadoop-client-api-*.jar")])
-    with tempfile.TemporaryDirectory() as out:
-        result = subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", classpath, "-d", out,
-                                 *map(str, sources)], capture_output=True, text=True)
-        if result.returncode != 0:
-            sys.exit(f"[setup] could not compile infra/iceberg-rest:\n{result.stderr[-2000:]}")
-        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: lakeline infra/setup.sh\n")
-            for path in sorted(Path(out).rglob("*.class")):
-                jar.write(path, path.relative_to(out).as_posix())
-    stamp.write_text(digest)
-    print(f"[setup] jars/iceberg-rest: built {REST_LAUNCHER_JAR} (the REST catalog fixture on loopback only)")
+    classpath = ([str(p) for p in rest_dir.glob("*.jar") if p.name != REST_LAUNCHER_JAR]
+                 + [str(p) for p in _pyspark_jars(python).glob("hadoop-client-api-*.jar")])
+    _compile_jar(REST_LAUNCHER_SOURCE, classpath, rest_dir / REST_LAUNCHER_JAR, rest_dir / ".launcher-stamp",
+                 "iceberg-rest", "the REST catalog fixture on loopback only")
 
 
 def main(argv: list[str] | None = None) -> None:

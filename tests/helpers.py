@@ -68,6 +68,28 @@ def events_of(path: Path, *kinds: type) -> list:
     return [event for event in read_events(complete) if isinstance(event, kinds)]
 
 
+def assert_exact(report, produced_total: int, bad_total: int) -> None:
+    """A reconcile report of exactly once: nothing duplicated or missing, every produced record a row or a dead
+    letter, the dead letters the ones produced bad, the commit ranges chained without gap or overlap."""
+    assert report.duplicates == 0, report.duplicate_sample
+    assert report.missing == 0, report.missing_sample
+    assert report.produced == produced_total
+    assert report.rows + report.dead_letters == produced_total
+    assert report.dead_letters == bad_total
+    assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
+
+
+def lakeline_json(env: dict[str, str], *args: str, timeout: float = 600) -> dict:
+    """Run `lakeline ARGS --output json` in its own process with `env`; its JSON report (the command must
+    succeed)."""
+    import json
+
+    done = subprocess.run([sys.executable, "-m", "lakeline", *args, "--output", "json"], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 def wait_for(check, what: str, timeout: float = 180, every: float = 1.0) -> None:
     """Poll `check` until it holds, or fail naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

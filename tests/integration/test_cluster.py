@@ -25,7 +25,7 @@ from ingest.config import load_pipeline
 from ingest.events import BatchCommitted, BatchReplayed, RunStarted
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import events_of, pipeline_dict, producing, wait_for, write_pipeline
+from tests.helpers import assert_exact, events_of, lakeline_json, pipeline_dict, producing, wait_for, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
@@ -53,15 +53,6 @@ def cluster(tmp_path_factory, stack_env):
 def _driver_env(cluster: spark_cluster.Cluster) -> dict[str, str]:
     """A driver of the session's stack, run on `cluster` (the jars from this host's folder, as the stack sets)."""
     return {**os.environ, "LAKELINE_SPARK_MASTER": cluster.master_url, "LAKELINE_SPARK_JARS_ON_WORKERS": "true"}
-
-
-def _assert_exact(report, produced_total, bad_total):
-    assert report.duplicates == 0, report.duplicate_sample
-    assert report.missing == 0, report.missing_sample
-    assert report.produced == produced_total
-    assert report.rows + report.dead_letters == produced_total
-    assert report.dead_letters == bad_total
-    assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
 
 
 def _apps(cluster: spark_cluster.Cluster, name: str) -> list[dict]:
@@ -121,7 +112,7 @@ def test_steady_run_on_the_cluster_is_exact(kind, fmt, cluster, conf_dir, settin
     apps = _apps(cluster, f"lakeline-{config.pipeline}")
     assert len(apps) == 1 and apps[0]["cores"] >= 1, apps
     assert list(cluster.work.glob(f"spark-worker-*/{apps[0]['id']}/*/stderr"))
-    _assert_exact(reconcile(config, settings, spark), 12_000, produced.bad_total)
+    assert_exact(reconcile(config, settings, spark), 12_000, produced.bad_total)
 
 
 def test_executors_run_lakeline_with_nothing_installed_on_the_worker(cluster, conf_dir, settings, spark, tmp_path):
@@ -164,7 +155,7 @@ def test_executors_run_lakeline_with_nothing_installed_on_the_worker(cluster, co
     final = subprocess.run([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path), "--trigger",
                             "available-now"], capture_output=True, text=True, env=_driver_env(cluster), timeout=600)
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
-    _assert_exact(reconcile(config, settings, spark), 4000, produced.bad_total)
+    assert_exact(reconcile(config, settings, spark), 4000, produced.bad_total)
 
 
 def _python_workers(cluster: spark_cluster.Cluster) -> list[tuple[str, str, str]]:
@@ -241,13 +232,12 @@ def test_executor_worker_and_driver_killed_mid_stream_stay_exact(conf_dir, setti
                 driver.kill()
                 driver.wait()
         _stop(cluster)
-    _assert_exact(reconcile(config, settings, spark), produced.count, produced.bad)
+    assert_exact(reconcile(config, settings, spark), produced.count, produced.bad)
 
 
 def test_maintenance_commands_run_on_the_cluster(cluster, conf_dir, settings, spark):
     """health, compact, retain (dry run), checkpoint backup and reconcile as `lakeline` commands whose Spark
     application runs on the cluster: the small files a stream left are compacted, nothing is lost."""
-    import json
 
     import yaml
 
@@ -266,10 +256,7 @@ def test_maintenance_commands_run_on_the_cluster(cluster, conf_dir, settings, sp
     Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
 
     def lakeline(*args: str) -> dict:
-        done = subprocess.run([sys.executable, "-m", "lakeline", *args, "--output", "json"], capture_output=True,
-                              text=True, env=_driver_env(cluster), timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        return json.loads(done.stdout)
+        return lakeline_json(_driver_env(cluster), *args)
 
     table = ["--table", config.pipeline, "--conf-dir", str(conf_dir)]
     before = lakeline("health", *table)

@@ -21,7 +21,7 @@ from ingest.events import (BatchCommitted, BatchReplayed, RunFinished, RunStarte
 from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import events_of, kill_loop, pipeline_dict, row_count, wait_for, write_pipeline
+from tests.helpers import assert_exact, events_of, kill_loop, pipeline_dict, row_count, wait_for, write_pipeline
 
 pytestmark = pytest.mark.integration
 FORMATS = ["delta", "iceberg"]
@@ -33,15 +33,6 @@ def _pipeline(conf_dir, fmt, **overrides):
 
 def _run(config, settings, spark, trigger="available-now"):
     return Pipeline(config, settings, spark=spark, trigger=trigger).run(install_signal_handlers=False)
-
-
-def _assert_exact(report, produced_total, bad_total):
-    assert report.duplicates == 0, report.duplicate_sample
-    assert report.missing == 0, report.missing_sample
-    assert report.produced == produced_total
-    assert report.rows + report.dead_letters == produced_total
-    assert report.dead_letters == bad_total
-    assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
 
 
 def _copy_prefix(settings, src: str, dst: str) -> int:
@@ -79,7 +70,7 @@ def _steady_run(fmt, count, conf_dir, settings, spark, max_offsets=5000):
     assert summary.plan.action == "fresh"
     assert len(summary.batches) >= count // max_offsets
     report = reconcile(config, settings, spark)
-    _assert_exact(report, count, produced.bad_total)
+    assert_exact(report, count, produced.bad_total)
     assert report.dead_letters_by_reason == produced.bad
     from ingest.formats import tables_for
     main, dead = tables_for(spark, config, settings)
@@ -89,7 +80,7 @@ def _steady_run(fmt, count, conf_dir, settings, spark, max_offsets=5000):
     # a second run with nothing new commits nothing and stays exact
     again = _run(config, settings, spark)
     assert again.plan.action == "resume" and again.rows == 0
-    _assert_exact(reconcile(config, settings, spark), count, produced.bad_total)
+    assert_exact(reconcile(config, settings, spark), count, produced.bad_total)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -102,7 +93,7 @@ def test_lost_checkpoint_resumes_from_table_offsets(fmt, conf_dir, settings, spa
     summary = _run(config, settings, spark)
     assert summary.plan.action == "rebuild" and "checkpoint missing" in summary.plan.reason
     assert summary.rows + summary.dead_letters == 3000  # only the new records were read and written
-    _assert_exact(reconcile(config, settings, spark), 7000, first.bad_total + second.bad_total)
+    assert_exact(reconcile(config, settings, spark), 7000, first.bad_total + second.bad_total)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -124,7 +115,7 @@ def test_stale_checkpoint_restore_neither_duplicates_nor_skips(fmt, conf_dir, se
     summary = _run(config, settings, spark)
     assert summary.plan.action == "rebuild" and "behind the table" in summary.plan.reason
     assert summary.rows + summary.dead_letters == 2000
-    _assert_exact(reconcile(config, settings, spark), 9000, bad)
+    assert_exact(reconcile(config, settings, spark), 9000, bad)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -176,7 +167,7 @@ def test_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, settings,
     config = load_pipeline(path)
     produced = kill_loop(config, settings, path, tmp_path, kills=5).produced
     report = reconcile(config, settings, spark)
-    _assert_exact(report, produced.count, produced.bad)
+    assert_exact(report, produced.count, produced.bad)
     assert report.commits >= 3
 
 
@@ -240,7 +231,7 @@ def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, co
     # only when it had any; the main table gets nothing twice either way.
     again = [e for e in events if isinstance(e, (BatchReplayed, BatchCommitted)) and e.batch_id == 2]
     assert len(again) == 1 and (isinstance(again[0], BatchReplayed) or again[0].rows == 0), final.stdout
-    _assert_exact(reconcile(config, settings, spark), 4000, bad)
+    assert_exact(reconcile(config, settings, spark), 4000, bad)
 
 
 # Iceberg in the heavy tier. Costs about 100 s per format (four driver processes).
@@ -284,7 +275,7 @@ def test_one_pass_batch_killed_between_its_main_and_dead_letter_commits(fmt, con
     again = batch_events(events)[4]
     assert again.rows == 0 and again.dead_letters > 0  # batch 4 again: only its dead letters
     assert [r.dead_letters for r in dead.commits() if r.batch_id == 4] == [again.dead_letters]
-    _assert_exact(reconcile(config, settings, spark), 3000, bad)
+    assert_exact(reconcile(config, settings, spark), 3000, bad)
 
     # Rebuild: the next start's batches 6-9 clean, 10 (offsets 5000-5500) killed between its commits; the
     # checkpoint is lost too.
@@ -297,7 +288,7 @@ def test_one_pass_batch_killed_between_its_main_and_dead_letter_commits(fmt, con
     assert [e.action for e in started] == ["rebuild"]
     first = min(batch_events(events).values(), key=lambda e: e.batch_id)
     assert first.rows == 0 and first.dead_letters > 0  # batch 10's range again: only its dead letters
-    _assert_exact(reconcile(config, settings, spark), 6000, bad)
+    assert_exact(reconcile(config, settings, spark), 6000, bad)
 
 
 def test_warm_standby_takes_over_after_kill_minus_9_and_a_second_driver_is_refused(conf_dir, settings, spark,
@@ -340,4 +331,4 @@ def test_warm_standby_takes_over_after_kill_minus_9_and_a_second_driver_is_refus
                 proc.wait()
     final = subprocess.run(cmd[:-2] + ["--trigger", "available-now"], capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
-    _assert_exact(reconcile(config, settings, spark), 4000, bad)
+    assert_exact(reconcile(config, settings, spark), 4000, bad)

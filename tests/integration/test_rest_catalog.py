@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ingest.config import load_pipeline
-from tests.helpers import pipeline_dict, write_pipeline
+from tests.helpers import lakeline_json, pipeline_dict, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -66,13 +66,12 @@ def test_ingest_compaction_and_the_duckdb_read_through_the_rest_catalog(rest_sta
         "retention": {"retain": "24h", "min_retain": "24h", "orphan_older_than": "24h", "min_orphan_age": "1h"}}))
     produced = produce(config, settings, 4000, bad_ratio=0.01, seed=23)
 
-    def lakeline(*args: str, json_out: bool = True):
-        done = subprocess.run([sys.executable, "-m", "lakeline", *args, *(["--output", "json"] if json_out else [])],
-                              capture_output=True, text=True, env=rest_stack, timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        return json.loads(done.stdout) if json_out else done
+    def lakeline(*args: str) -> dict:
+        return lakeline_json(rest_stack, *args)
 
-    lakeline("ingest", "--pipeline", str(path), "--trigger", "available-now", json_out=False)
+    ingest = subprocess.run([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(path), "--trigger",
+                             "available-now"], capture_output=True, text=True, env=rest_stack, timeout=600)
+    assert ingest.returncode == 0, ingest.stdout[-2000:] + ingest.stderr[-3000:]
     table = ["--table", config.pipeline, "--conf-dir", str(conf_dir)]
     files = lambda report: sum(p["files"] for p in report["partitions"])  # noqa: E731
     before = lakeline("health", *table)
