@@ -3,8 +3,9 @@ only) beside the session's broker and moto S3: `lakeline dev up --spark-workers`
 both formats, and kill -9 of an executor, of a whole worker and of the driver in one run, each exact.
 
 Costs (2 cores): the cluster starts in about 10 s; a steady run about 60-90 s (driver and executor JVMs start);
-the packed-environment run about 90 s; the kill run about 4 min; `dev up/down` with a cluster of its own about
-40 s. All heavy: CI runs them.
+the packed-environment run about 90 s; the kill run 2-5 min; the maintenance commands about 4.5 min; a drill
+about 2-3 min; the DAG through spark-submit about 1.5 min; `dev up/down` with a cluster of its own about 20 s.
+All heavy: CI runs them.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _executors(cluster: spark_cluster.Cluster) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parametrize("kind, fmt", [("kafka", "delta"), ("kafka", "iceberg"), ("kinesis", "delta"),
+# Kafka into Delta and Kinesis into Iceberg in CI's heavy tier; the other two pairs (about 2.5 min) in the soak run.
+@pytest.mark.parametrize("kind, fmt", [("kafka", "delta"), pytest.param("kafka", "iceberg", marks=pytest.mark.soak),
+                                       pytest.param("kinesis", "delta", marks=pytest.mark.soak),
                                        ("kinesis", "iceberg")])
 def test_steady_run_on_the_cluster_is_exact(kind, fmt, cluster, conf_dir, settings, spark, tmp_path):
     data = pipeline_dict(fmt)
@@ -274,6 +277,20 @@ def test_maintenance_commands_run_on_the_cluster(cluster, conf_dir, settings, sp
     names = {app["name"] for app in (spark_cluster.master_state(cluster.master_ui_port) or {})["completedapps"]}
     assert {f"lakeline-health-{config.pipeline}", f"lakeline-compact-{config.pipeline}",
             "lakeline-reconcile"} <= names, names
+
+
+def test_a_recovery_drill_on_the_cluster(cluster, conf_dir, settings):
+    """`lakeline drill --scenario kill` whose drill drivers (and the drill's own session) run on the cluster."""
+    path = write_pipeline(conf_dir, pipeline_dict("delta"))
+    report = lakeline_json(_driver_env(cluster), "drill", "--pipeline", str(path), "--scenario", "kill", "--events",
+                           "1500", "--batch-size", "400", timeout=900)
+    assert report["passed"], report
+    [kill] = report["scenarios"]
+    assert kill["scenario"] == "kill" and kill["duplicates"] == 0 and kill["missing"] == 0, kill
+    assert kill["rows"] + kill["dead_letters"] == kill["produced"] >= 1500
+    config = load_pipeline(path)
+    names = {app["name"] for app in (spark_cluster.master_state(cluster.master_ui_port) or {})["completedapps"]}
+    assert "lakeline-drill" in names and sum(n.startswith(f"lakeline-{config.pipeline}") for n in names) >= 1, names
 
 
 def test_a_dag_runs_its_tasks_through_spark_submit_on_the_cluster(cluster, airflow_db, conf_dir, settings, spark,

@@ -51,8 +51,9 @@ def test_spark_operator_manifests_run_a_real_lakeline_command(manifest):
     assert spec["type"] == "Python" and spec["sparkVersion"] == _pinned("pyspark")
     assert _in_repo(spec["mainApplicationFile"]) == REPO / "lakeline" / "__main__.py"
     args = build_parser().parse_args(spec["arguments"])  # the command and its options exist
-    if getattr(args, "pipeline", None):
-        assert _in_repo(args.pipeline).is_file()
+    pipelines = getattr(args, "pipeline", None) or []
+    for pipeline in [pipelines] if isinstance(pipelines, str) else pipelines:  # ingest takes several
+        assert _in_repo(pipeline).is_file()
     if getattr(args, "table", None):
         assert (_in_repo(args.conf_dir) / "tables" / f"{args.table}.yaml").is_file()
     for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
