@@ -43,8 +43,10 @@ def fence_tables(lease: "PipelineLease", tables: "tuple[LakeTable, ...]") -> int
     """Raise both tables' fences to the lease's token (first lifting the token above any fence a table already
     has, should the lease object have been lost), before anything reads where the tables stand."""
     with ThreadPoolExecutor(max_workers=len(tables), thread_name_prefix="lakeline-fence") as pool:
-        token = lease.raise_token(max(pool.map(lambda table: table.fence_token(), tables)))
-        list(pool.map(lambda table: table.fence(token), tables))  # side by side: each is a table commit
+        current = list(pool.map(lambda table: table.fence_token(), tables))
+        token = lease.raise_token(max(current))
+        # side by side: each is a table commit; each table's fence is read once, here
+        list(pool.map(lambda pair: pair[0].fence(token, pair[1]), zip(tables, current, strict=True)))
     return token
 
 

@@ -134,14 +134,15 @@ class LakeTable(ABC):
     def fence_token(self) -> int:
         """The table's fence for this pipeline (`lakeline.fence.<pipeline>`), 0 when it has none."""
 
-    def fence(self, token: int) -> None:
+    def fence(self, token: int, current: int | None = None) -> None:
         """Raise the table's fence for this pipeline to `token`, before the driver reads where the table stands:
         from this commit on, the table refuses commits of the pipeline that carry a lower token (checked inside
         each atomic commit: Lakeline's Delta LogStore, Iceberg's FencingCatalog). A table fenced higher than
-        `token` means another driver has taken the pipeline over: DriverFenced."""
+        `token` means another driver has taken the pipeline over: DriverFenced. `current`: the fence the caller
+        has just read (else it is read here)."""
         from ingest.errors import DriverFenced
 
-        current = self.fence_token()
+        current = self.fence_token() if current is None else current
         if current > token:
             raise DriverFenced(f"{self.display_name} is fenced at token {current} for pipeline {self.pipeline}, "
                                f"above this driver's {token}: another driver has taken the pipeline over")

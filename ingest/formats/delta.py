@@ -330,7 +330,7 @@ class DeltaLakeTable(LakeTable):
         key = fence_property(self.pipeline)
         return int(str(configuration.apply(key))) if configuration.contains(key) else 0
 
-    def fence(self, token: int) -> None:
+    def fence(self, token: int, current: int | None = None) -> None:
         # Lakeline's LogStore checks the fence inside each commit; it serves s3a:// tables (other file systems
         # keep Delta's own store and no fence: one host only).
         if self.location.startswith("s3a://"):
@@ -339,7 +339,7 @@ class DeltaLakeTable(LakeTable):
             version = self._snapshot()[1].version()  # the check reads every version after this one
             lakeline_class(self.spark, DELTA_S3_LOGSTORE,
                            lambda store: store.fence(self._log_folder, self.pipeline, int(token), version))
-        super().fence(token)
+        super().fence(token, current)
 
     def unfence(self) -> None:
         if self.location.startswith("s3a://"):
