@@ -51,6 +51,7 @@ class BatchReport:
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # decode+scan, dead-letter commit, table commit
     end: Offsets = field(default_factory=dict)  # the main table's end after the batch
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # dead letters per reason (ingest.transforms)
 
     @property
     def end_json(self) -> dict[str, dict[str, int]]:
@@ -198,6 +199,7 @@ class BatchCommitter:
             # Only once this batch is in both tables: the run loop stops the query to restart it.
             self.restart_requested = self.restart_requested or evolved_here
             report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
+            report.dead_letter_reasons = _reasons(cover)
             self._previous_had_dead_letters = dead > 0
         finally:
             decoded.unpersist()
@@ -244,7 +246,7 @@ class BatchCommitter:
         new_dead = bad & is_new(self._dlq_end, coords)
         observation = Observation(f"lakeline_{self.lineage}_{batch_id}")
         observed = batch.observe(observation, F.sum(new_main.cast("long")).alias("rows"),
-                                 F.sum(new_dead.cast("long")).alias("dead"))
+                                 F.sum(new_dead.cast("long")).alias("dead"), *_reason_counts(new_dead))
         ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
         main_end = _advance(self._main_end, batch_end)
         record = self._record(batch_id, start, main_end, None, None)
@@ -272,6 +274,7 @@ class BatchCommitter:
         self._dead_letters_settled = True
         self.first_batch_of_start = False
         report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
+        report.dead_letter_reasons = _reasons(counts)
 
     def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
@@ -350,7 +353,28 @@ def _cover(decoded: "DataFrame", coords, main_end: Offsets, dlq_end: Offsets) ->
         F.sum((good & is_new(main_end, coords)).cast("long")).alias("rows"),
         F.sum((bad & is_new(dlq_end, coords)).cast("long")).alias("dead"),
         F.sum((good & F.col("_rescued_data").isNotNull() & is_new(main_end, coords)).cast("long")).alias("rescued"),
+        *_reason_counts(bad & is_new(dlq_end, coords)),
     ).collect()
+
+
+def _reason_counts(new_dead) -> list:
+    """One sum per dead-letter reason (`dead_<reason>`) of the records `new_dead` selects: the dead letters by
+    reason that metrics report, counted in the aggregation the batch runs anyway."""
+    from pyspark.sql import functions as F
+
+    from ingest.transforms import DEAD_LETTER_REASONS
+
+    return [F.sum((new_dead & (F.col("_error") == reason)).cast("long")).alias(f"dead_{reason}")
+            for reason in DEAD_LETTER_REASONS]
+
+
+def _reasons(counts) -> dict[str, int]:
+    """The non-zero `dead_<reason>` sums of `counts` (a Row or dict, or a list of them), as reason -> count."""
+    from ingest.transforms import DEAD_LETTER_REASONS
+
+    rows = counts if isinstance(counts, list) else [counts]
+    totals = {reason: sum(int(row[f"dead_{reason}"] or 0) for row in rows) for reason in DEAD_LETTER_REASONS}
+    return {reason: n for reason, n in totals.items() if n}
 
 
 def _undeclared(decoded: "DataFrame", coords, main_end: Offsets, config: "PipelineConfig") -> SchemaChanged:

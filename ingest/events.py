@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import IO, ClassVar
 
@@ -73,6 +74,7 @@ class BatchCommitted(Event):
     lag: int | None = None
     spark_phases: dict[str, float] = field(default_factory=dict)
     end: dict[str, dict[str, int]] = field(default_factory=dict)
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # reason -> count (ingest.transforms)
 
 
 @dataclass(kw_only=True)
@@ -194,6 +196,25 @@ def read_events(text: str) -> list[Event]:
     return [event_from_json(json.loads(line)) for line in text.splitlines() if line.lstrip().startswith("{")]
 
 
+_context = threading.local()
+
+
+@contextmanager
+def pipeline_context(pipeline: str) -> Iterator[None]:
+    """Name the pipeline this thread works for, so log records can carry it (`lakeline --log-format json`)."""
+    previous = getattr(_context, "pipeline", None)
+    _context.pipeline = pipeline
+    try:
+        yield
+    finally:
+        _context.pipeline = previous
+
+
+def current_pipeline() -> str | None:
+    """The pipeline this thread works for (`pipeline_context`), or None."""
+    return getattr(_context, "pipeline", None)
+
+
 class Events:
     """Fan-out of run events to subscribers (renderers, metrics, tests). Thread-safe: Spark's listener thread and
     the batch thread both emit."""
@@ -299,6 +320,33 @@ def human_line(event: Event) -> str | None:
         case LeaseLost():
             return f"{p} lease lost: {event.reason}; stopping (the tables refuse this driver's commits)"
     return None
+
+
+class JsonLogLines:
+    """The operator's renderer under `--log-format json`: each event's human line as one JSON log object (time,
+    level, logger, pipeline, event, message), for a log shipper that parses JSON."""
+
+    def __init__(self, stream: IO[str] | None = None):
+        self.stream = stream
+
+    def __call__(self, event: Event) -> None:
+        import sys
+
+        line = human_line(event)
+        if line is None:
+            return
+        level = "error" if isinstance(event, PipelineFailed | LeaseLost) else "info"
+        record = {"time": _iso(event.at), "level": level, "logger": "lakeline.events", "pipeline": event.pipeline,
+                  "event": event.kind, "message": line}
+        stream = self.stream or sys.stdout
+        stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+        stream.flush()
+
+
+def _iso(at: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class HumanLines:

@@ -5,7 +5,7 @@ its own checkpoint, host lock, lease, commit records and run events: everything 
 thread per pipeline runs it; when it fails (a topic deleted, a table it cannot write), the failure is reported
 (`pipeline_failed`) and the pipeline is started again after a backoff (5 s doubling to 5 min), while the others go on.
 A pipeline another driver has taken over (fenced) is not restarted. SIGTERM/SIGINT stop them all after their
-current batches.
+current batches; a pipeline that failed and has not committed a batch since is reported failed (exit 1).
 """
 
 from __future__ import annotations
@@ -54,6 +54,12 @@ class Supervisor(threading.Thread):
         self.outcome = Outcome(config.pipeline, ok=False)
 
     def run(self) -> None:
+        from ingest.events import pipeline_context
+
+        with pipeline_context(self.config.pipeline):
+            self._supervise()
+
+    def _supervise(self) -> None:
         from ingest.config import parse_trigger
         from ingest.lease import pipeline_lease
         from ingest.ownership import drive
@@ -70,9 +76,14 @@ class Supervisor(threading.Thread):
             if self.stop.is_set():
                 break
             try:
+                summary = None
                 with drive(self.current) as driving:
                     if driving:
-                        self.current.run(install_signal_handlers=False)
+                        summary = self.current.run(install_signal_handlers=False)
+                if self.outcome.failures and self.stop.is_set() and summary is not None and not summary.batches:
+                    # Stopped while it was being started again: nothing shows that it recovered.
+                    self.outcome.error = f"{self.outcome.error} (stopped before a batch committed after the restart)"
+                    return
                 self.outcome.ok = True
                 return
             except (DriverFenced, DriverLockHeld) as exc:  # another driver has the pipeline: not ours to restart

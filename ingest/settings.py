@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -70,6 +70,12 @@ class Settings(BaseSettings):
     # The pipeline lease on S3 (ingest.lease): a driver that has not renewed it for this long has lost it, and a
     # standby on another host takes over.
     lease_seconds: float = 15.0
+    # Where maintenance commands report their figures (ingest.metrics.push_maintenance): a Pushgateway URL, or
+    # a folder for node_exporter's textfile collector. Neither: no push.
+    pushgateway_url: str | None = None
+    metrics_textfile_dir: str | None = None
+    # `lakeline --log-format json` sets it for the command and the processes it starts (Spark's driver JVM too).
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("warehouse")
     @classmethod

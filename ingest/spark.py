@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
+_LOG4J2_JSON = _LOG4J2.with_name("spark-log4j2-json.properties")  # layered over _LOG4J2 by --log-format json
 # Lakeline's own JVM classes, built by infra/setup.sh from infra/logstore/ (the jar keeps its first name). Delta
 # commits on S3 with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write one
 # table (ARCHITECTURE.md, "Several writers on S3"); and the strict one-pass record decoder (ingest.transforms).
@@ -79,6 +80,15 @@ def archive_is_mapped(spark: "SparkSession", archive: Path) -> bool:
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # noqa: SLF001 - py4j
     maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
     return any(line.split(maxsplit=5)[5:] == [str(archive)] for line in maps)
+
+
+def _driver_logging(settings: Settings, app_name: str) -> str:
+    """The driver JVM's log4j2 options: warnings on stderr as plain lines, or (`LAKELINE_LOG_FORMAT=json`) one
+    JSON object per line naming the application."""
+    if settings.log_format != "json":
+        return f"-Dlog4j2.configurationFile=file:{_LOG4J2}"
+    app = "".join(c if c.isalnum() or c in "-_." else "_" for c in app_name)
+    return f"-Dlog4j2.configurationFile=file:{_LOG4J2},file:{_LOG4J2_JSON} -Dlakeline.app={app}"
 
 
 def _class_archive_options(jars: list[str]) -> str:
@@ -204,7 +214,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.hadoop.fs.s3a.endpoint.region": settings.aws_region,
         "spark.hadoop.fs.s3a.fast.upload": "true",
         "spark.hadoop.fs.s3a.committer.magic.enabled": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J2}",
+        "spark.driver.extraJavaOptions": _driver_logging(settings, app_name),
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
     }

@@ -29,6 +29,7 @@ MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED = "missing_required_field"
 TYPE_MISMATCH = "type_mismatch"
 SCHEMA_VIOLATION = "schema_violation"  # add mode: a value that does not fit a column schema evolution added
+DEAD_LETTER_REASONS = (OVERSIZE, INVALID_UTF8, MALFORMED_JSON, MISSING_REQUIRED, TYPE_MISMATCH, SCHEMA_VIOLATION)
 
 COORDINATE_FIELDS = [
     StructField("_topic", StringType(), False),

@@ -4,6 +4,7 @@ stderr, so stdout stays the command's result (or its JSON)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from functools import cache
@@ -32,15 +33,39 @@ class _PlainFormatter(logging.Formatter):
         return message if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {message}"
 
 
-def configure(level: int = logging.INFO, stream: TextIO | None = None) -> logging.Handler:
-    """Send log records to `stream` (stderr): rich on a terminal, plain lines otherwise. Replaces the handlers a
-    previous call installed, so it can be called once per command."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time (UTC, ISO 8601), level, logger, pipeline (of the thread that logged, when
+    it works for one: `ingest.events.pipeline_context`), message, and the exception's text when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from datetime import UTC, datetime
+
+        from ingest.events import current_pipeline
+
+        entry = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+                 .replace("+00:00", "Z"), "level": record.levelname.lower(), "logger": record.name,
+                 "pipeline": getattr(record, "pipeline", None) or current_pipeline(), "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, separators=(",", ":"), default=str)
+
+
+LOG_FORMATS = ("text", "json")
+
+
+def configure(level: int = logging.INFO, stream: TextIO | None = None, log_format: str = "text") -> logging.Handler:
+    """Send log records to `stream` (stderr): rich on a terminal, plain lines otherwise, or one JSON object per
+    line (`log_format="json"`). Replaces the handlers a previous call installed, so it can be called once per
+    command."""
     stream = stream or sys.stderr
-    if stream is sys.stderr and stream.isatty():
+    if log_format == "json":
+        handler: logging.Handler = logging.StreamHandler(stream)
+        handler.setFormatter(JsonFormatter())
+    elif stream is sys.stderr and stream.isatty():
         from rich.logging import RichHandler
 
-        handler: logging.Handler = RichHandler(console=stderr_console(), show_time=False, show_path=False,
-                                               markup=False, rich_tracebacks=False)
+        handler = RichHandler(console=stderr_console(), show_time=False, show_path=False, markup=False,
+                              rich_tracebacks=False)
         handler.setFormatter(logging.Formatter("%(message)s"))
     else:
         handler = logging.StreamHandler(stream)

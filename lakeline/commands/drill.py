@@ -38,6 +38,7 @@ def register(sub) -> None:
 def run(args) -> ExitCode:
     from ingest.spark import build_spark
     from lakeline import render
+    from maintenance import metrics
     from maintenance.drill import SCENARIOS, Drill
 
     config, settings = load(args)
@@ -52,5 +53,7 @@ def run(args) -> ExitCode:
                    f"drill {drill.run_id}: removed {', '.join(removed) or 'nothing (no copies left)'}")
         return ExitCode.OK
     report = drill.run(list(SCENARIOS) if args.scenario == "all" else [args.scenario], keep=args.keep)
+    for scenario, figures in metrics.drill_figures(report).items():
+        metrics.report(settings, "drill", {"pipeline": config.pipeline, "scenario": scenario}, figures)
     out.result(report.to_json(), lambda: render.drill(report))
     return ExitCode.OK if report.passed else ExitCode.DRILL_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -59,6 +60,14 @@ def register(sub) -> None:
                         help="also write the run's events as JSON lines (one object per event: run_started, "
                              "batch_committed, batch_replayed, commit_retried, stop_requested, run_finished, ...) to "
                              "FILE, or to stdout with '-' (the per-batch lines then go to stderr)")
+    ingest.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus metrics on http://HOST:PORT/metrics while the run lasts (records, "
+                             "dead letters by reason, batch and phase durations, source lag, seconds since the last "
+                             "commit, committed offsets, restarts, start plans, schema evolutions; README "
+                             "'Operating'); 0 picks a free port and prints it")
+    ingest.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="address the metrics server listens on (default 127.0.0.1; 0.0.0.0 in a container "
+                             "that Prometheus scrapes from outside)")
     ingest.set_defaults(run=ingest_run)
 
     rec = sub.add_parser("reconcile", help="exactly-once audit: produced vs rows + dead letters",
@@ -102,7 +111,7 @@ def produce_events(args) -> ExitCode:
 
 
 def ingest_run(args) -> ExitCode:
-    from ingest.events import Events, HumanLines, JsonLines
+    from ingest.events import Events, HumanLines, JsonLines, JsonLogLines, pipeline_context
     from ingest.lease import pipeline_lease
     from ingest.ownership import drive
     from ingest.pipeline import Pipeline
@@ -115,28 +124,48 @@ def ingest_run(args) -> ExitCode:
         raise ConfigError("--standby takes one --pipeline: start a standby per pipeline")
     with ExitStack() as closing:
         events = Events()
+        human = JsonLogLines if settings.log_format == "json" else HumanLines
         if args.events == "-":
-            events.subscribe(HumanLines(sys.stderr))
+            events.subscribe(human(sys.stderr))
             events.subscribe(JsonLines(sys.stdout))
         else:
-            events.subscribe(HumanLines(sys.stdout))
+            events.subscribe(human(sys.stdout))
             if args.events:
                 events.subscribe(JsonLines(closing.enter_context(open(args.events, "a", encoding="utf-8"))))
+        if args.metrics_port is not None:
+            _serve_metrics(events, args.metrics_host, args.metrics_port, closing)
         if len(configs) > 1:
             from ingest.multi import run_pipelines
 
             failed = [o for o in run_pipelines(configs, settings, args.trigger, events) if not o.ok]
             for outcome in failed:
-                print(f"lakeline: pipeline {outcome.pipeline} failed ({outcome.failures} time(s)): "
-                      f"{outcome.error}", file=sys.stderr)
+                with pipeline_context(outcome.pipeline):  # a log record, so --log-format json names the pipeline
+                    logging.getLogger("lakeline").error(f"lakeline: pipeline {outcome.pipeline} failed "
+                                                        f"({outcome.failures} time(s)): {outcome.error}")
             return ExitCode.FAILED if failed else ExitCode.OK
         config = configs[0]
+        closing.enter_context(pipeline_context(config.pipeline))
         lease = pipeline_lease(config.pipeline, config.checkpoint_location(settings), settings)
         pipeline = Pipeline(config, settings, trigger=args.trigger, events=events, lease=lease)
         with drive(pipeline, standby=args.standby) as driving:
             if driving:
                 pipeline.run()
     return ExitCode.OK
+
+
+def _serve_metrics(events, host: str, port: int, closing: ExitStack) -> None:
+    """Subscribe run metrics to `events` and serve them until the command ends."""
+    from ingest.metrics import RunMetrics, serve
+
+    metrics = RunMetrics()
+    events.subscribe(metrics)
+    try:
+        server, thread = serve(metrics, port, host)
+    except OSError as exc:
+        raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror}); choose a free "
+                           f"port, or 0 for any") from exc
+    closing.callback(server.shutdown)
+    logging.getLogger("lakeline").info(f"lakeline: metrics on http://{host}:{server.server_port}/metrics")
 
 
 def _pipeline_files(given: list[str]) -> list[Path]:
@@ -166,6 +195,7 @@ def reconcile(args) -> ExitCode:
 
 def freshness(args) -> ExitCode:
     from ingest.spark import build_spark
+    from maintenance import metrics
     from maintenance.freshness import check
 
     config, settings = load(args)
@@ -176,6 +206,7 @@ def freshness(args) -> ExitCode:
     if as_of.tzinfo is None:
         raise ConfigError(f"--as-of {args.as_of!r}: give a time zone, e.g. 2026-11-22T10:00:00+00:00")
     report = check(config, settings, build_spark(settings, "lakeline-freshness"), as_of)
+    metrics.report(settings, "freshness", {"pipeline": config.pipeline}, metrics.freshness_figures(report))
 
     def text() -> str:
         lag = f"{'' if report.lag_exact else 'at least '}{report.lag_records:,}"

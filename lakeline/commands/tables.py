@@ -123,6 +123,7 @@ def run_health(args) -> ExitCode:
 
 
 def run_compact(args) -> ExitCode:
+    from maintenance import metrics
     from maintenance.compaction import compact
 
     table, settings, spark, now, interval = _open(args)
@@ -130,11 +131,14 @@ def run_compact(args) -> ExitCode:
     with out.progress(f"compacting {table.name}") as advance:
         result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
                          include_hot=args.include_hot, interval=interval, on_progress=advance)
+    if not args.dry_run:
+        metrics.report(settings, "compaction", {"table": table.name}, metrics.compaction_figures(result))
     out.result(result.to_json(), result.summary)
     return ExitCode.OK
 
 
 def run_retain(args) -> ExitCode:
+    from maintenance import metrics
     from maintenance.policy import parse_duration
     from maintenance.retention import retain
 
@@ -143,5 +147,6 @@ def run_retain(args) -> ExitCode:
     result = retain(spark, table, settings, now, dry_run=not args.delete,
                     retain_override=parse_duration(args.retain) if args.retain else None,
                     orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None)
+    metrics.report(settings, "retention", {"table": table.name}, metrics.retention_figures(result))
     out.result(result.to_json(), lambda: "\n".join([f"  note: {note}" for note in result.notes] + [result.summary()]))
     return ExitCode.OK

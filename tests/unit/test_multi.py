@@ -30,7 +30,13 @@ class _Spark:
 
 
 @pytest.fixture
-def failing(monkeypatch):
+def summaries() -> list[object]:
+    """Called in turn by the pipeline runs that do not raise, for what they return (None once empty)."""
+    return []
+
+
+@pytest.fixture
+def failing(monkeypatch, summaries):
     """Pipelines whose run raises the given errors in turn, then returns."""
     errors: list[BaseException] = []
     runs: list[int] = []
@@ -43,6 +49,7 @@ def failing(monkeypatch):
             runs.append(1)
             if errors:
                 raise errors.pop(0)
+            return summaries.pop(0)() if summaries else None
 
         def request_stop(self):
             pass
@@ -96,3 +103,21 @@ def test_a_stop_ends_the_backoff(failing, monkeypatch):
     threading.Timer(0.2, stop.set).start()
     outcome, failed = _supervise(stop=stop)
     assert not outcome.ok and len(runs) == 1 and failed[0].retry_in == multi.RESTART_CAP_SECONDS  # capped
+
+
+@pytest.mark.parametrize(("batches", "ok"), [([], False), (["batch 1"], True)])
+def test_stopped_after_a_restart_is_ok_only_once_a_batch_committed(failing, summaries, batches, ok):
+    """SIGTERM while a failed pipeline is starting again: exit 1 unless the restart committed a batch."""
+    errors, runs = failing
+    errors.append(LakelineError("topic gone"))
+    stop = threading.Event()
+
+    class Summary:
+        def __init__(self):
+            stop.set()  # the stop arrives during the restarted run
+            self.batches = batches
+
+    summaries.append(Summary)
+    outcome, failed = _supervise(stop=stop)
+    assert outcome.ok is ok and outcome.failures == 1 and len(runs) == 2
+    assert ("stopped before a batch committed" in outcome.error) is (not ok)
