@@ -5,7 +5,7 @@ both formats, and kill -9 of an executor, of a whole worker and of the driver in
 Costs (2 cores): the cluster starts in about 10 s; a steady run about 60-90 s (driver and executor JVMs start);
 the packed-environment run about 90 s; the kill run 2-5 min; the maintenance commands about 4.5 min; a drill
 about 2-3 min; the DAG through spark-submit about 1.5 min; `dev up/down` with a cluster of its own about 20 s.
-All heavy: CI runs them.
+All heavy: CI runs them, except what is marked soak (two steady pairs, the maintenance commands, the drill).
 """
 
 from __future__ import annotations
@@ -238,6 +238,8 @@ def test_executor_worker_and_driver_killed_mid_stream_stay_exact(conf_dir, setti
     assert_exact(reconcile(config, settings, spark), produced.count, produced.bad)
 
 
+# Soak (about 4-4.5 min, past CI's budget): CI's cluster DAG test runs a maintenance command through spark-submit.
+@pytest.mark.soak
 def test_maintenance_commands_run_on_the_cluster(cluster, conf_dir, settings, spark):
     """health, compact, retain (dry run), checkpoint backup and reconcile as `lakeline` commands whose Spark
     application runs on the cluster: the small files a stream left are compacted, nothing is lost."""
@@ -279,6 +281,8 @@ def test_maintenance_commands_run_on_the_cluster(cluster, conf_dir, settings, sp
             "lakeline-reconcile"} <= names, names
 
 
+# Soak (about 3-3.5 min, past CI's budget): CI runs drills locally and the kill run on this cluster.
+@pytest.mark.soak
 def test_a_recovery_drill_on_the_cluster(cluster, conf_dir, settings):
     """`lakeline drill --scenario kill` whose drill drivers (and the drill's own session) run on the cluster. A
     standalone master gives an application every free core unless spark.cores.max says otherwise, so each
