@@ -7,6 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.kafka_security import KafkaSecurity
 from infra.procs import marked_env, ComponentError, free_port, port_open, wait_until
 
 LOG4J2 = """status = warn
@@ -42,8 +43,10 @@ def _java() -> str:
     return java
 
 
-def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float = 90.0) -> BrokerProcess:
-    """Format a fresh KRaft log dir under `work_dir` and start the broker on free loopback ports."""
+def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float = 90.0,
+                 security: KafkaSecurity | None = None) -> BrokerProcess:
+    """Format a fresh KRaft log dir under `work_dir` and start the broker on free loopback ports: plaintext, or
+    with `security` a TLS listener (SASL/SCRAM or client certificates) as the only client listener."""
     if not any(jars.glob("kafka_2.13-*.jar")):
         raise ComponentError(f"kafka: no kafka_2.13 jar in {jars}; run `bash infra/setup.sh` to resolve the jars.")
     java = _java()
@@ -55,15 +58,18 @@ def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float 
     log4j = work_dir / "kafka-log4j2.properties"
     log4j.write_text(LOG4J2.format(log=log))
     props = work_dir / "server.properties"
+    listener = security.protocol if security else "PLAINTEXT"
+    props.touch(mode=0o600)  # it holds the keystore and inter-broker passwords when secured
     props.write_text("\n".join([
         "process.roles=broker,controller",
         "node.id=1",
         f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"listeners={listener}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners={listener}://127.0.0.1:{port}",
         "controller.listener.names=CONTROLLER",
-        "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        f"inter.broker.listener.name={listener}",
+        f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,{listener}:{listener}",
+        *(security.broker_properties if security else []),
         f"log.dirs={data}",
         "num.partitions=4",
         "auto.create.topics.enable=false",
@@ -80,7 +86,9 @@ def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float 
     base = [java, f"-Xmx{heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
     cluster_id = subprocess.run(base + ["kafka.tools.StorageTool", "random-uuid"], check=True,
                                 capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    fmt = subprocess.run(base + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+    scram = [a for user, password in (security.scram_users.items() if security else [])
+             for a in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]")]
+    fmt = subprocess.run(base + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), *scram],
                          capture_output=True, text=True)
     if fmt.returncode != 0:
         raise ComponentError(f"kafka: formatting the KRaft log dir failed:\n{fmt.stderr or fmt.stdout}")
@@ -89,18 +97,19 @@ def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float 
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=marked_env(str(work_dir)))
     bootstrap = f"127.0.0.1:{port}"
-    wait_until(lambda: port_open(port) and broker_healthy(bootstrap), timeout, f"kafka broker on {bootstrap}",
+    client = security.client_config if security else {}
+    wait_until(lambda: port_open(port) and broker_healthy(bootstrap, client), timeout, f"kafka broker on {bootstrap}",
                alive=lambda: proc.poll() is None, log=work_dir / "kafka.stdout")
     return BrokerProcess(pid=proc.pid, port=port, controller_port=controller_port, bootstrap=bootstrap, log=log)
 
 
-def broker_healthy(bootstrap: str) -> bool:
-    """True when the broker answers a metadata request."""
+def broker_healthy(bootstrap: str, client: dict[str, str] | None = None) -> bool:
+    """True when the broker answers a metadata request (`client`: librdkafka security settings)."""
     from confluent_kafka.admin import AdminClient
     from confluent_kafka import KafkaException
 
     try:
-        meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+        meta = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **(client or {})}).list_topics(timeout=2)
     except KafkaException:
         return False
     return bool(meta.brokers)

@@ -14,6 +14,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from infra import kafka_security
 from infra.kafka_broker import broker_healthy, start_broker
 from infra.iceberg_rest import rest_healthy, start_rest_catalog
 from infra.moto_server import moto_healthy, start_moto
@@ -48,6 +49,14 @@ class StackInfo:
     # The Iceberg REST catalog server (`up(iceberg_catalog="rest")`); empty: the SQLite catalog file is the catalog.
     iceberg_rest_uri: str = ""
     iceberg_rest_pid: int = 0
+    # The broker's security (`up(kafka_security=...)`): "" plaintext, sasl_ssl or mtls. Its keys and the client
+    # settings are under kafka_security_dir (0600 files); never in this record, which `dev status` prints.
+    kafka_security: str = ""
+    kafka_security_dir: str = ""
+
+    def kafka_client_env(self) -> dict[str, str]:
+        """The Kafka client security settings (LAKELINE_* names, secrets included) of a secured broker."""
+        return kafka_security.client_env(Path(self.kafka_security_dir)) if self.kafka_security else {}
 
     def env(self) -> dict[str, str]:
         """The environment every Lakeline command needs to reach this stack."""
@@ -67,6 +76,7 @@ class StackInfo:
             "AWS_ACCESS_KEY_ID": MOTO_ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": MOTO_SECRET_KEY,
             **cluster,
+            **self.kafka_client_env(),
         }
 
 
@@ -98,7 +108,8 @@ def is_running(info: StackInfo) -> bool:
 def _core_running(info: StackInfo) -> bool:
     marker = info.state
     return (pid_alive(info.kafka_pid, marker) and pid_alive(info.moto_pid, marker)
-            and broker_healthy(info.kafka_bootstrap) and moto_healthy(info.moto_endpoint)
+            and broker_healthy(info.kafka_bootstrap, kafka_security.librdkafka_client(info.kafka_client_env()))
+            and moto_healthy(info.moto_endpoint)
             and (not info.iceberg_rest_uri or (pid_alive(info.iceberg_rest_pid, marker)
                                                and rest_healthy(info.iceberg_rest_uri))))
 
@@ -113,13 +124,17 @@ def _cluster_running(info: StackInfo) -> bool:
 
 
 def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
-       worker_memory: str = "2g", iceberg_catalog: str = "sql") -> StackInfo:
+       worker_memory: str = "2g", iceberg_catalog: str = "sql", kafka_security_mode: str = "") -> StackInfo:
     """Start (or reuse) the local stack; returns its endpoints. With `spark_workers` > 0 it also starts a Spark
     standalone master and that many workers (`worker_cores` cores and `worker_memory` each), and the stack's
     environment points Spark at them. `iceberg_catalog` "rest" serves the Iceberg catalog through the Iceberg
-    project's REST catalog server instead of the SQLite file. Raises ComponentError naming what failed."""
+    project's REST catalog server instead of the SQLite file. `kafka_security_mode` sasl_ssl or mtls starts the
+    broker with a TLS listener only (SASL/SCRAM users, or client certificates), its client settings in the env
+    file. Raises ComponentError naming what failed."""
     if iceberg_catalog not in ("sql", "rest"):
         raise ComponentError(f"iceberg catalog {iceberg_catalog!r}: use sql or rest")
+    if kafka_security_mode and kafka_security_mode not in kafka_security.MODES:
+        raise ComponentError(f"kafka security {kafka_security_mode!r}: use {' or '.join(kafka_security.MODES)}")
     root = (root or state_dir()).resolve()
     work = stack_dir(root)
     existing = read_info(root)
@@ -132,6 +147,9 @@ def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
         elif existing.spark_master_url and spark_workers and len(existing.spark_worker_pids) != spark_workers:
             log.warning(f"the running stack has {len(existing.spark_worker_pids)} spark worker(s), not "
                         f"{spark_workers}: `lakeline dev down` first to change that")
+        if kafka_security_mode != existing.kafka_security:
+            log.warning(f"the running stack's broker security is {existing.kafka_security or 'none (plaintext)'}: "
+                        f"`lakeline dev down` first to change it")
         if (iceberg_catalog == "rest") != bool(existing.iceberg_rest_uri):
             log.warning(f"the running stack's Iceberg catalog is "
                         f"{'rest' if existing.iceberg_rest_uri else 'sql'}: `lakeline dev down` first to change it")
@@ -152,15 +170,20 @@ def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
     moto = start_moto(work)
     try:
         log.info(f"  moto ready at {moto.endpoint}")
-        log.info("starting Kafka broker (KRaft, single node)...")
-        broker = start_broker(jars_dir("kafka"), work)
+        security = None
+        if kafka_security_mode:
+            log.info(f"making the broker's TLS keys and certificates ({kafka_security_mode}) with keytool...")
+            security = kafka_security.make_security(kafka_security_mode, work / "kafka-security")
+        log.info(f"starting Kafka broker (KRaft, single node{', ' + security.protocol if security else ''})...")
+        broker = start_broker(jars_dir("kafka"), work, security=security)
         log.info(f"  kafka ready at {broker.bootstrap}")
     except BaseException:
         stop_pid(moto.pid, str(work))
         raise
     info = StackInfo(kafka_pid=broker.pid, kafka_bootstrap=broker.bootstrap, moto_pid=moto.pid,
                      moto_endpoint=moto.endpoint, catalog_db=str(work / "iceberg_catalog.db"),
-                     warehouse=f"s3a://{BUCKET}/warehouse", state=str(work))
+                     warehouse=f"s3a://{BUCKET}/warehouse", state=str(work), kafka_security=kafka_security_mode,
+                     kafka_security_dir=str(work / "kafka-security") if kafka_security_mode else "")
     try:
         _init_storage(info)
     except BaseException:
@@ -259,6 +282,7 @@ def down(root: Path | None = None) -> None:
     (stack_dir(root) / "stack.json").unlink(missing_ok=True)
     env_file(root).unlink(missing_ok=True)
     shutil.rmtree(stack_dir(root) / "kafka-data", ignore_errors=True)
+    shutil.rmtree(stack_dir(root) / "kafka-security", ignore_errors=True)  # keys and passwords
 
 
 def status(root: Path | None = None) -> dict:

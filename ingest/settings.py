@@ -38,6 +38,17 @@ class Settings(BaseSettings):
     # Extra Kafka client properties (security.protocol, sasl.*, ssl.*), from LAKELINE_KAFKA_OPT_<NAME>, e.g.
     # LAKELINE_KAFKA_OPT_SASL_MECHANISM; every value is kept secret until it is handed to the client.
     kafka_options: Annotated[dict[str, SecretStr], NoDecode] = {}
+    # Kafka security, typed (`lakeline dev up --kafka-security` writes these). Each client gets them in its own
+    # property names (ingest.adapters.kafka_admin): the JVM's (Spark's source) and librdkafka's (the Python side).
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    # The PEM CA certificate(s) the broker's certificate is checked against; for mTLS, a PKCS#12 file with this
+    # client's certificate and key. The files must exist at these paths wherever a driver or an executor runs.
+    kafka_ssl_ca_location: str | None = None
+    kafka_ssl_keystore_location: str | None = None
+    kafka_ssl_keystore_password: SecretStr | None = None
     s3_endpoint: str | None = None
     s3_path_style: bool = True
     kinesis_endpoint: str | None = None

@@ -30,14 +30,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from ingest.adapters.kafka_admin import client_config
+    from ingest.adapters.kafka_admin import java_client_config
     from ingest.settings import load_settings
     from ingest.spark import build_spark
 
     settings = load_settings()
     spark = build_spark(settings, f"bench-peer-spark-{args.format}")
     reader = spark.readStream.format("kafka").option("subscribe", args.topic).option("startingOffsets", "earliest")
-    for key, value in client_config(settings).items():
+    for key, value in java_client_config(settings).items():
         reader = reader.option(f"kafka.{key}", value)
     rows = reader.load().select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("r")).select("r.*")
     if args.format == "delta":

@@ -84,11 +84,14 @@ def _kafka_starting_offsets(config: "PipelineConfig", settings: "Settings", plan
 
 
 def _kafka(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", plan: "StartPlan") -> "DataFrame":
-    from ingest.adapters.kafka_admin import client_config
+    from ingest.adapters.kafka_admin import KafkaAdmin, java_client_config
 
     src = config.source
+    # One metadata request before Spark's consumer starts: a refused login, an untrusted certificate or a missing
+    # topic fails here at once, naming the setting to fix, instead of as a consumer's stack trace.
+    KafkaAdmin(settings).resolve_topics(src.topics, src.topic_pattern)
     reader = spark.readStream.format("kafka")
-    for key, value in {**KAFKA_SOURCE_DEFAULTS, **client_config(settings), **src.options}.items():
+    for key, value in {**KAFKA_SOURCE_DEFAULTS, **java_client_config(settings), **src.options}.items():
         reader = reader.option(f"kafka.{key}", value)
     if src.topics:
         reader = reader.option("subscribe", ",".join(src.topics))

@@ -34,6 +34,10 @@ def register(sub) -> None:
     dev.add_argument("--iceberg-catalog", choices=["sql", "rest"], default="sql",
                      help="up: the Iceberg catalog Spark and pyiceberg share: sql (default, a SQLite file) or rest "
                           "(the Iceberg project's REST catalog server on a free 127.0.0.1 port, backed by SQLite)")
+    dev.add_argument("--kafka-security", choices=["sasl_ssl", "mtls"], default=None,
+                     help="up: the broker's only client listener is TLS (a CA and keys made with keytool in the "
+                          "state folder), with SASL/SCRAM-SHA-512 users (sasl_ssl) or client certificates (mtls); "
+                          "the client settings, secrets included, go to stack.env (mode 0600) only")
     dev.add_argument("--force", action="store_true", help="class-archive: make it again even if it is up to date")
     dev.add_argument("--state-dir", type=Path, help="state folder (default .lakeline in the repo, or "
                                                     "LAKELINE_STATE_DIR)")
@@ -57,7 +61,8 @@ def run(args) -> ExitCode:
                       file=sys.stderr)
                 return ExitCode.USAGE
             stack.up(args.state_dir, spark_workers=args.spark_workers, worker_cores=args.spark_worker_cores,
-                     worker_memory=args.spark_worker_memory, iceberg_catalog=args.iceberg_catalog)
+                     worker_memory=args.spark_worker_memory, iceberg_catalog=args.iceberg_catalog,
+                     kafka_security_mode=args.kafka_security or "")
         elif args.action == "down":
             stack.down(args.state_dir)
         else:

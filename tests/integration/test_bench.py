@@ -90,7 +90,8 @@ def test_decode_benchmark_runs_every_variant(tmp_path):
     assert all(float(f[f.index("median") + 1]) > 0 for f in figures if "median" in f), done.stdout
 
 
-@pytest.mark.heavy  # ~1 min: one Spark driver, 3 x 12 small commits
+@pytest.mark.heavy  # ~1 min: one Spark driver, 3 x 12 small commits. Soak: a measurement tool, past CI's budget
+@pytest.mark.soak
 def test_commit_cost_benchmark_measures_each_variant(stack_env, tmp_path):
     done = subprocess.run([sys.executable, "-m", "bench.commit_cost", "--commits", "12", "--no-write"],
                           cwd=REPO, capture_output=True, text=True, timeout=900,
@@ -105,7 +106,10 @@ def test_commit_cost_benchmark_measures_each_variant(stack_env, tmp_path):
     assert rows["iceberg"]["metadata_json_kb"] > 0
 
 
-@pytest.mark.heavy  # ~1 min once installed; infra/flink.sh downloads ~900 MB on a clean machine (a few minutes)
+# ~1 min once installed; infra/flink.sh downloads ~900 MB on a clean machine (a few minutes). Soak: the opt-in peer,
+# past CI's budget
+@pytest.mark.heavy
+@pytest.mark.soak
 @pytest.mark.timeout(1500)
 def test_flink_peer_installs_and_drains_into_iceberg_exactly(stack_env, tmp_path):
     """The opt-in Flink peer: its set-up step works from the project's own files, and the peer drains the same

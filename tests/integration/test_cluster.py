@@ -5,7 +5,8 @@ both formats, and kill -9 of an executor, of a whole worker and of the driver in
 Costs (2 cores): the cluster starts in about 10 s; a steady run about 60-90 s (driver and executor JVMs start);
 the packed-environment run about 90 s; the kill run 2-5 min; the maintenance commands about 4.5 min; a drill
 about 2-3 min; the DAG through spark-submit about 1.5 min; `dev up/down` with a cluster of its own about 20 s.
-All heavy: CI runs them, except what is marked soak (two steady pairs, the maintenance commands, the drill).
+All heavy: CI runs them, except what is marked soak (two steady pairs, the packed-environment run, the
+maintenance commands, the drill).
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def test_steady_run_on_the_cluster_is_exact(kind, fmt, cluster, conf_dir, settin
     assert_exact(reconcile(config, settings, spark), 12_000, produced.bad_total)
 
 
+# Soak (about 3 min, past CI's budget): CI's steady Kinesis run on the cluster reads through the same shipped packages
+# in the workers' base interpreter; this one also shows that interpreter has none of them installed.
+@pytest.mark.soak
 def test_executors_run_lakeline_with_nothing_installed_on_the_worker(cluster, conf_dir, settings, spark, tmp_path):
     """The workers' Python (the base interpreter) has none of the Kinesis source's packages; the executors run it
     with the packed packages and the code zip the driver shipped (spark.archives, addPyFile), and the run is exact."""

@@ -146,8 +146,10 @@ def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spa
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# Delta in CI's heavy tier (about 6.5 min: its compaction beside the stream is the multi-writer case of the
+# conditional-put log store); Iceberg (about 1.5 min) in the soak run, past CI's budget.
 @pytest.mark.heavy
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir, settings, spark, tmp_path):
     """The stream runs in its own driver (a subprocess, processing-time=500ms) while this driver compacts the
     partitions it is writing (include_hot) and runs retention, three rounds. Exactly once, fewer files."""
