@@ -92,15 +92,24 @@ def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float 
                          capture_output=True, text=True)
     if fmt.returncode != 0:
         raise ComponentError(f"kafka: formatting the KRaft log dir failed:\n{fmt.stderr or fmt.stdout}")
-    with open(work_dir / "kafka.stdout", "w") as out:
-        proc = subprocess.Popen(base + ["-Dlakeline.component=kafka", "kafka.Kafka", str(props)],
+    broker = BrokerProcess(pid=0, port=port, controller_port=controller_port, bootstrap=f"127.0.0.1:{port}", log=log)
+    return restart_broker(broker, jars, work_dir, heap, timeout, security.client_config if security else None)
+
+
+def restart_broker(broker: BrokerProcess, jars: Path, work_dir: Path, heap: str = "512m", timeout: float = 90.0,
+                   client: dict[str, str] | None = None) -> BrokerProcess:
+    """Start the broker `start_broker` set up in `work_dir` (again, after it was stopped): the same ports,
+    properties and log dir, so its topics and offsets are kept. Returns it with its new pid."""
+    command = [_java(), f"-Xmx{heap}", f"-Dlog4j2.configurationFile={work_dir / 'kafka-log4j2.properties'}", "-cp",
+               f"{jars}/*", "-Dlakeline.component=kafka", "kafka.Kafka", str(work_dir / "server.properties")]
+    with open(work_dir / "kafka.stdout", "a") as out:
+        proc = subprocess.Popen(command,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=marked_env(str(work_dir)))
-    bootstrap = f"127.0.0.1:{port}"
-    client = security.client_config if security else {}
-    wait_until(lambda: port_open(port) and broker_healthy(bootstrap, client), timeout, f"kafka broker on {bootstrap}",
-               alive=lambda: proc.poll() is None, log=work_dir / "kafka.stdout")
-    return BrokerProcess(pid=proc.pid, port=port, controller_port=controller_port, bootstrap=bootstrap, log=log)
+    wait_until(lambda: port_open(broker.port) and broker_healthy(broker.bootstrap, client), timeout,
+               f"kafka broker on {broker.bootstrap}", alive=lambda: proc.poll() is None, log=work_dir / "kafka.stdout")
+    broker.pid = proc.pid
+    return broker
 
 
 def broker_healthy(bootstrap: str, client: dict[str, str] | None = None) -> bool:

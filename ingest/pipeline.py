@@ -23,6 +23,7 @@ from ingest.checkpoint import HEARTBEAT_FILE, HEARTBEAT_SECONDS, StartPlan
 from ingest.config import PipelineConfig, parse_trigger
 from ingest.errors import DriverFenced, LakelineError
 from ingest.events import Events, HeartbeatFailed, HumanLines, LeaseLost, RunFinished, StopRequested
+from ingest.failures import describe as describe_failure
 from ingest.formats import format_for
 from ingest.settings import Settings
 from ingest.spark import build_spark, pass_jvm_sigterm_to_driver
@@ -249,10 +250,11 @@ class Pipeline:
                         and not drained.is_set():
                     try:
                         query.awaitTermination(0.5)
-                    except Exception:  # noqa: BLE001 - the query failed; our own typed error, if it was ours
+                    except Exception as exc:  # noqa: BLE001 - the query failed; our own typed error, if ours
                         if self._committer.failure is not None:
                             raise self._committer.failure from None
-                        raise
+                        # Spark logged the trace; the command's error names the component that failed.
+                        raise LakelineError(describe_failure(self.config.pipeline, str(exc))) from None
                 if self._stop.is_set() and query.isActive:
                     self.events.emit(StopRequested(pipeline=self.config.pipeline))
                     query.stop()
@@ -263,7 +265,7 @@ class Pipeline:
                 if failure is not None:
                     if self._committer.failure is not None:
                         raise self._committer.failure
-                    raise LakelineError(f"pipeline {self.config.pipeline} failed: {failure}")
+                    raise LakelineError(describe_failure(self.config.pipeline, str(failure)))
                 if self._committer.restart_requested and not self._stop.is_set():
                     # Add mode: a batch added columns; decode the next ones with them (a batch the stop
                     # interrupted is replayed, and the tables' commit records keep it exactly once).
