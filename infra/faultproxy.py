@@ -57,7 +57,7 @@ class FaultProxy:
         self._call(self._switch(mode, seconds, latency))
 
     def close(self) -> None:
-        self._call(self._stop())
+        self._call(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
@@ -82,6 +82,14 @@ class FaultProxy:
             self._server = None
         for writer in list(self._writers):
             _reset(writer)
+
+    async def _shutdown(self) -> None:
+        """Stop listening and end every connection's task, so the loop stops with none pending."""
+        await self._stop()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _switch(self, mode: str, seconds: float | None, latency: float) -> None:
         if self.mode == "refuse" and self._server is None:
@@ -148,10 +156,10 @@ class FaultProxy:
                            if line.lower().startswith(b"content-length:")), 0)
             if length and b"100-continue" not in head.lower():
                 await reader.readexactly(length)
+            self.stats["slowdowns"] += 1  # counted before the reply, which a client may read at once
             writer.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nConnection: close\r\n"
                          + f"Content-Length: {len(SLOWDOWN_BODY)}\r\n\r\n".encode() + SLOWDOWN_BODY)
             await writer.drain()
-            self.stats["slowdowns"] += 1
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, OSError):
             pass
         finally:
