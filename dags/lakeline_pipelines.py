@@ -116,7 +116,6 @@ _CONFIGS = pipeline_configs()
 PIPELINES = {name: path for name, (path, _kind) in _CONFIGS.items()}
 for _name, (_path, _kind) in _CONFIGS.items():
     backup_dag(_name, _path)
-    if _kind == "kafka":  # drills copy the pipeline onto a drill topic: Kafka sources only so far
-        drill_dag(_name, _path)
+    drill_dag(_name, _path)  # a Kafka pipeline's drills copy it onto a drill topic, a Kinesis one onto a stream
 if PIPELINES:
     freshness_dag(PIPELINES)

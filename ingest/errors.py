@@ -85,6 +85,10 @@ class KinesisError(LakelineError):
     """A Kinesis problem retries cannot fix: missing stream, bad credentials, retries exhausted."""
 
 
+class StreamNotFound(KinesisError):
+    """The Kinesis stream does not exist (create it, or fix source.stream / region / endpoint)."""
+
+
 class KinesisThrottled(KinesisError):
     """A transient Kinesis refusal (throttling, a dropped connection, a timeout): retried with jittered backoff;
     still failing after the retries, it becomes a KinesisError."""

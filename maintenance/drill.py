@@ -1,8 +1,9 @@
 """`lakeline drill`: rehearse checkpoint recovery on a copy of a pipeline and prove it with reconcile.
 
-Each scenario runs on its own drill copy of the pipeline: its own topic (lakeline-drill.<run>.<pipeline>), and a
-warehouse under <warehouse>/_drills/<pipeline>/<run>/<scenario>/ holding the Delta tables, the checkpoint and its
-backups (Iceberg tables go to the namespace drill_<run>_<scenario>). A drill never touches production data.
+Each scenario runs on its own drill copy of the pipeline: its own Kafka topic or Kinesis stream
+(lakeline-drill.<run>.<pipeline>), and a warehouse under <warehouse>/_drills/<pipeline>/<run>/<scenario>/ holding
+the Delta tables, the checkpoint and its backups (Iceberg tables go to the namespace drill_<run>_<scenario>). A
+drill never touches production data.
 
 The pipeline runs as real `lakeline ingest` driver processes (so kill -9 is real). Scenarios:
 - kill:               kill -9 the driver mid-stream while events keep arriving, restart.
@@ -10,6 +11,8 @@ The pipeline runs as real `lakeline ingest` driver processes (so kill -9 is real
 - corrupt-checkpoint: truncate the newest commits entry and garble the oldest offsets entry; `checkpoint repair`
                       diagnoses and fixes; restart.
 - stale-restore:      back up the checkpoint, ingest more, restore the old backup, restart.
+- shard-split:        (Kinesis) split a shard while the driver runs and events keep arriving; the children are
+                      read after their parent, nothing lost or repeated.
 Recovery seconds = from the fault to the first new commit reported by the restarted driver (JVM start included).
 """
 
@@ -42,7 +45,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SCENARIOS = ("kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore")
+SCENARIOS = ("kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore", "shard-split")
+KINESIS_ONLY = ("shard-split",)
+
+
+def scenarios_for(config: PipelineConfig) -> list[str]:
+    """Every scenario that applies to the pipeline's source (`--scenario all`)."""
+    return [s for s in SCENARIOS if config.source.kind == "kinesis" or s not in KINESIS_ONLY]
 
 
 @dataclass
@@ -130,7 +139,7 @@ class DrillTarget:
     settings: Settings
     yaml_path: Path
     work: Path
-    topic: str
+    source: str  # the drill's own topic (Kafka) or stream (Kinesis)
 
 
 class Drill:
@@ -139,9 +148,6 @@ class Drill:
     def __init__(self, config: PipelineConfig, settings: Settings, spark: "SparkSession",
                  run_id: str | None = None, events: int = 3000, batch_size: int = 500, work_dir: Path | None = None,
                  seed: int | None = None):
-        if config.source.kind != "kafka":
-            raise ConfigError(f"pipeline {config.pipeline}: drills need a Kafka source (source.kind is "
-                              f"{config.source.kind!r})")
         if events < 4 * batch_size:
             raise ConfigError(f"drill: --events ({events}) must be at least 4 x the batch size ({batch_size}) so "
                               "that faults land between batches")
@@ -159,14 +165,18 @@ class Drill:
 
     # ---- setup / teardown ---------------------------------------------------------------------------------
     def setup(self, scenario: str) -> DrillTarget:
-        """The drill copy of the pipeline for `scenario`: own topic, tables, checkpoint and backups."""
+        """The drill copy of the pipeline for `scenario`: own topic or stream, tables, checkpoint and backups."""
         suffix = scenario.replace("-", "_")
         data = self.config.model_dump(by_alias=True, mode="json")
         name = f"{self.config.pipeline}_drill_{suffix}"
-        topic = f"lakeline-drill.{self.run_id}.{name}"
+        source = f"lakeline-drill.{self.run_id}.{name}"
         data["pipeline"] = name
-        data["source"].update(topics=[topic], topic_pattern=None, starting_offsets="earliest",
-                              max_offsets_per_trigger=self.batch_size)
+        if self.config.source.kind == "kinesis":
+            data["source"].update(stream=source, starting_position="TRIM_HORIZON", starting_timestamp=None,
+                                  max_records_per_batch=self.batch_size)
+        else:
+            data["source"].update(topics=[source], topic_pattern=None, starting_offsets="earliest",
+                                  max_offsets_per_trigger=self.batch_size)
         data["sink"].update(location=None, namespace=f"drill_{self.run_id}_{suffix}")
         data["checkpoint"].update(location=None, backup_location=None, keep_backups=3)
         data["trigger"] = "processing-time=1s"
@@ -177,15 +187,19 @@ class Drill:
         path = work / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config.model_dump(by_alias=True, mode="json", exclude_none=True),
                                        sort_keys=False))
-        return DrillTarget(scenario, config, settings, path, work, topic)
+        return DrillTarget(scenario, config, settings, path, work, source)
 
     def teardown(self, target: DrillTarget) -> None:
-        """Remove the drill copy: topic, Iceberg tables and namespace, and everything under its prefix."""
+        """Remove the drill copy: topic or stream, Iceberg tables and namespace, and everything under its prefix."""
         from ingest.adapters.hadoop_fs import HadoopFS
-        from ingest.adapters.kafka_admin import KafkaAdmin
         from ingest.formats import tables_for
 
-        KafkaAdmin(target.settings).delete_topic(target.topic)
+        if target.config.source.kind == "kinesis":
+            self._kinesis(target).delete_stream(target.source)
+        else:
+            from ingest.adapters.kafka_admin import KafkaAdmin
+
+            KafkaAdmin(target.settings).delete_topic(target.source)
         for table in tables_for(self.spark, target.config, target.settings):
             table.drop()
         HadoopFS(self.spark).delete(target.settings.warehouse)
@@ -195,17 +209,25 @@ class Drill:
         from ingest.adapters.hadoop_fs import HadoopFS
 
         fs, removed = HadoopFS(self.spark), []
-        for scenario in SCENARIOS:
+        for scenario in scenarios_for(self.config):
             target = self.setup(scenario)
-            if fs.exists(target.settings.warehouse) or self._topic_exists(target):
+            if fs.exists(target.settings.warehouse) or self._source_exists(target):
                 self.teardown(target)
                 removed.append(scenario)
         return removed
 
-    def _topic_exists(self, target: DrillTarget) -> bool:
+    def _source_exists(self, target: DrillTarget) -> bool:
+        if target.config.source.kind == "kinesis":
+            return self._kinesis(target).stream_exists(target.source)
         from ingest.adapters.kafka_admin import KafkaAdmin
 
-        return target.topic in KafkaAdmin(target.settings).topics()
+        return target.source in KafkaAdmin(target.settings).topics()
+
+    @staticmethod
+    def _kinesis(target: DrillTarget):
+        from ingest.adapters.kinesis import KinesisClient, client_options
+
+        return KinesisClient(client_options(target.settings))
 
     # ---- running the pipeline -----------------------------------------------------------------------------
     def start_ingest(self, target: DrillTarget, trigger: str, role: str) -> IngestRun:
@@ -251,11 +273,12 @@ class Drill:
         (kept for forensics) or `keep` is set."""
         report = DrillReport(self.config.pipeline, self.run_id, datetime.now(UTC).isoformat(timespec="seconds"))
         for scenario in scenarios:
-            if scenario not in SCENARIOS:
-                raise ConfigError(f"drill: unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+            if scenario not in scenarios_for(self.config):
+                raise ConfigError(f"drill: scenario {scenario!r} does not apply to pipeline {self.config.pipeline} "
+                                  f"({self.config.source.kind}); choose from {', '.join(scenarios_for(self.config))}")
             target = self.setup(scenario)
             log.info(f"[drill {scenario}] {self.config.sink.format} copy at {target.settings.warehouse}, "
-                     f"topic {target.topic}")
+                     f"{'stream' if target.config.source.kind == 'kinesis' else 'topic'} {target.source}")
             result = self.run_scenario(target)
             report.scenarios.append(result)
             log.info(f"[drill {scenario}] {'PASSED' if result.passed else 'FAILED'} in {result.seconds:.0f}s: "
@@ -274,7 +297,8 @@ class Drill:
         started = time.monotonic()
         bad: dict = {}
         body = {"kill": self._kill, "lose-checkpoint": self._lose_checkpoint,
-                "corrupt-checkpoint": self._corrupt_checkpoint, "stale-restore": self._stale_restore}
+                "corrupt-checkpoint": self._corrupt_checkpoint, "stale-restore": self._stale_restore,
+                "shard-split": self._shard_split}
         try:
             fault_at, recovered = body[target.scenario](target, report, bad)
             first = recovered.committed(after=fault_at)
@@ -377,6 +401,40 @@ class Drill:
             report.problems.append(f"expected a rebuild from a stale backup, got {recovered.start_plan!r}")
         return fault_at, recovered
 
+    def _shard_split(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
+        self.produce(target, self.events, report, bad)
+        run = self.start_ingest(target, "processing-time=1s", "1-split")
+        self._until(run, lambda: len(run.committed()) >= 2, "two commits before the split", 300)
+        kinesis = self._kinesis(target)
+        parent = next(s for s in kinesis.list_shards(target.source) if not s.closed)
+        children = kinesis.split_shard(target.source, parent.shard_id)
+        fault_at = time.monotonic()
+        self.produce(target, self.events // 2, report, bad)  # lands on the open shards, the children among them
+
+        def landed() -> int:
+            return sum(e.rows + e.dead_letters for _, e in run.events if isinstance(e, BatchCommitted))
+
+        self._until(run, lambda: landed() >= report.produced, "every record after the split", 300)
+        run.process.send_signal(signal.SIGTERM)
+        if run.wait(120) != 0:
+            raise LakelineError(f"drill shard-split: the driver exited {run.process.returncode} on SIGTERM; log "
+                                f"{run.log}:\n{run.tail()}")
+        report.recovery = f"split shard {parent.shard_id} into {', '.join(children)} while the driver ran"
+        return fault_at, run
+
+    @staticmethod
+    def _until(run: IngestRun, done, what: str, timeout: float) -> None:
+        """Poll `done` until true; the driver exiting first, or `timeout`, is a failure naming `what`."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if run.process.poll() is not None:
+                raise LakelineError(f"drill: the driver exited ({run.process.returncode}) before {what}; log "
+                                    f"{run.log}:\n{run.tail()}")
+            if time.monotonic() > deadline:
+                run.process.kill()
+                raise LakelineError(f"drill: no {what} within {timeout:.0f}s; log {run.log}")
+            time.sleep(0.2)
+
     # ---- verification -------------------------------------------------------------------------------------
     def _table_commit(self, target: DrillTarget):
         from ingest.formats import tables_for
@@ -393,7 +451,7 @@ class Drill:
             report.problems.append(f"not exact: {audit.duplicates} duplicates, {audit.missing} missing "
                                    f"(samples {audit.duplicate_sample[:3]} {audit.missing_sample[:3]})")
         if audit.produced != report.produced:
-            report.problems.append(f"the topic holds {audit.produced} records, the drill produced {report.produced}")
+            report.problems.append(f"the source holds {audit.produced} records, the drill produced {report.produced}")
         if audit.rows + audit.dead_letters != report.produced:
             report.problems.append(f"rows {audit.rows} + dead letters {audit.dead_letters} != produced "
                                    f"{report.produced}")

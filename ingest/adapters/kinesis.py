@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ingest.errors import KinesisError, KinesisThrottled
+from ingest.errors import KinesisError, KinesisThrottled, StreamNotFound
 from ingest.retry import retrying
 from ingest.sources.kinesis_offsets import AFTER, AT_TIMESTAMP, TRIM_HORIZON, ShardInfo
 
@@ -87,7 +87,7 @@ class KinesisClient:
             code = _code(exc)
             stream = kwargs.get("StreamName", "")
             if code == "ResourceNotFoundException":
-                raise KinesisError(f"Kinesis stream {stream!r} not found ({exc}); create it or fix "
+                raise StreamNotFound(f"Kinesis stream {stream!r} not found ({exc}); create it or fix "
                                    "source.stream / AWS_REGION / LAKELINE_KINESIS_ENDPOINT") from exc
             if code in CREDENTIAL_ERRORS or type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
                 raise KinesisError(f"Kinesis refused the credentials ({code}); check AWS_ACCESS_KEY_ID / "
@@ -111,6 +111,36 @@ class KinesisClient:
             if not token:
                 return shards
             response = self.call("list_shards", NextToken=token)
+
+    def split_shard(self, stream: str, shard_id: str) -> list[str]:
+        """Split open shard `shard_id` at the middle of its hash key range (drills); returns the children's ids once
+        the stream is active again."""
+        shards = self.call("list_shards", StreamName=stream)["Shards"]
+        keys = next(s for s in shards if s["ShardId"] == shard_id)["HashKeyRange"]
+        middle = (int(keys["StartingHashKey"]) + int(keys["EndingHashKey"])) // 2
+        self.call("split_shard", StreamName=stream, ShardToSplit=shard_id, NewStartingHashKey=str(middle))
+        deadline = time.monotonic() + 60
+        while self.call("describe_stream_summary", StreamName=stream)["StreamDescriptionSummary"][
+                "StreamStatus"] != "ACTIVE":
+            if time.monotonic() > deadline:
+                raise KinesisError(f"Kinesis stream {stream!r} not active 60 s after splitting {shard_id}")
+            self.sleep(1.0)
+        return [s.shard_id for s in self.list_shards(stream) if s.parent == shard_id]
+
+    def stream_exists(self, stream: str) -> bool:
+        try:
+            self.call("describe_stream_summary", StreamName=stream)
+        except StreamNotFound:
+            return False
+        return True
+
+    def delete_stream(self, stream: str) -> bool:
+        """Delete `stream` (drill copies); False when it did not exist."""
+        try:
+            self.call("delete_stream", StreamName=stream, EnforceConsumerDeletion=True)
+        except StreamNotFound:
+            return False
+        return True
 
     def iterator(self, stream: str, shard_id: str, position: str) -> str:
         kwargs: dict[str, Any] = {"StreamName": stream, "ShardId": shard_id}

@@ -16,12 +16,15 @@ def register(sub) -> None:
                                        "ingest` drivers, injects the fault, recovers with the checkpoint tools and "
                                        "audits with reconcile. kill: kill -9 mid-stream; lose-checkpoint: delete "
                                        "it; corrupt-checkpoint: truncate/garble entries, then `checkpoint repair`; "
-                                       "stale-restore: restore an old backup. Writes report.json under the drill "
+                                       "stale-restore: restore an old backup; shard-split (Kinesis): split a "
+                                       "shard while the driver runs. Kafka and Kinesis pipelines (a drill topic "
+                                       "or stream of its own). Writes report.json under the drill "
                                        f"prefix and .lakeline/drills/. Exit code {int(ExitCode.DRILL_FAILED)} when "
                                        "any scenario fails; a passed scenario's copy is removed, a failed one is "
                                        "kept.")
     pipeline_arg(drill)
-    drill.add_argument("--scenario", choices=["kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore", "all"],
+    drill.add_argument("--scenario", choices=["kill", "lose-checkpoint", "corrupt-checkpoint", "stale-restore",
+                                              "shard-split", "all"],
                        default="all", help="default: all")
     drill.add_argument("--events", type=int, default=3000, help="events per production phase (default 3000)")
     drill.add_argument("--batch-size", type=int, default=500,
@@ -39,7 +42,7 @@ def run(args) -> ExitCode:
     from ingest.spark import build_spark
     from lakeline import render
     from maintenance import metrics
-    from maintenance.drill import SCENARIOS, Drill
+    from maintenance.drill import Drill, scenarios_for
 
     config, settings = load(args)
     out = output_of(args)
@@ -52,7 +55,7 @@ def run(args) -> ExitCode:
         out.result({"run_id": drill.run_id, "removed": removed},
                    f"drill {drill.run_id}: removed {', '.join(removed) or 'nothing (no copies left)'}")
         return ExitCode.OK
-    report = drill.run(list(SCENARIOS) if args.scenario == "all" else [args.scenario], keep=args.keep)
+    report = drill.run(scenarios_for(config) if args.scenario == "all" else [args.scenario], keep=args.keep)
     for scenario, figures in metrics.drill_figures(report).items():
         metrics.report(settings, "drill", {"pipeline": config.pipeline, "scenario": scenario}, figures)
     out.result(report.to_json(), lambda: render.drill(report))

@@ -72,8 +72,8 @@ def test_adding_a_pipeline_file_adds_its_dags(tmp_path):
     assert {"lakeline_checkpoint_backup__clicks", "lakeline_drill__clicks", "lakeline_freshness",
             "lakeline_compact__clicks", "lakeline_retain__clicks"} <= set(result["dags"])
     assert not [d for d in result["dags"] if d.endswith("orders_delta")]
-    # A Kinesis pipeline gets checkpoint backups and freshness; drills copy onto a Kafka topic, so none for it.
-    assert "lakeline_checkpoint_backup__taps" in result["dags"] and "lakeline_drill__taps" not in result["dags"]
+    # A Kinesis pipeline gets checkpoint backups, freshness and drills (onto a drill stream of its own) too.
+    assert {"lakeline_checkpoint_backup__taps", "lakeline_drill__taps"} <= set(result["dags"])
 
 
 def test_an_invalid_pipeline_file_is_an_import_error_naming_file_and_key(tmp_path):
