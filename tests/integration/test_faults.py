@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 # (mode, seconds the fault lasts, latency per chunk)
 FAULTS = {
+    "s3-unreachable-10s": ("refuse", 10, 0.0),  # shorter than the lease (LAKELINE_LEASE_SECONDS, 15 s)
     "s3-unreachable-30s": ("refuse", 30, 0.0),
     "s3-unreachable-5min": ("refuse", 300, 0.0),
     "s3-resets-30s": ("reset", 30, 0.0),
@@ -38,6 +39,7 @@ FAULTS = {
 
 @pytest.mark.parametrize(("fault", "fmt"), [
     ("s3-unreachable-30s", "delta"),
+    pytest.param("s3-unreachable-10s", "delta", marks=pytest.mark.soak),
     pytest.param("s3-unreachable-30s", "iceberg", marks=pytest.mark.soak),
     pytest.param("s3-unreachable-5min", "delta", marks=pytest.mark.soak),
     pytest.param("s3-unreachable-5min", "iceberg", marks=pytest.mark.soak),
