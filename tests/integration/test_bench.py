@@ -31,7 +31,10 @@ def _quick(modules: list[str], tmp_path: Path) -> tuple[list[dict], str]:
     return lines, done.stdout[-4000:]
 
 
-@pytest.mark.heavy  # ~6 min: the drain peers (every system), Delta latency peers, compaction and a Kinesis drain
+# ~6 min: the drain peers (every system), Delta latency peers, compaction and a Kinesis drain. Soak: past CI's budget
+# (CI's run of 2026-11-25 took 75 min 43 s); the benchmarks are run by hand whenever results are recorded.
+@pytest.mark.heavy
+@pytest.mark.soak
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_of_every_peer_system_are_exact(stack_env, tmp_path):
     from bench.latency import FLINK_PYTHON

@@ -30,8 +30,11 @@ JVM_PREAMBLE = ("WARNING: Using incubator modules", "SLF4J: ")
 
 def scrape(port: int) -> dict[str, list]:
     """Family name -> samples, from one scrape of the driver's /metrics."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+    return {family.name: family.samples for family in text_string_to_metric_families(scrape_text(port))}
+
+
+def scrape_text(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
 
 
 def total(families: dict[str, list], name: str) -> float:
@@ -60,7 +63,12 @@ def test_metrics_during_a_run_agree_with_reconcile_and_logs_are_json(conf_dir, s
             return total(families, "lakeline_records") + total(families, "lakeline_dead_letters") >= 3000
 
         wait_for(landed, "the metrics to count every produced record", timeout=300)
-        families = scrape(port)
+        text = scrape_text(port)
+        families = {family.name: family.samples for family in text_string_to_metric_families(text)}
+        shown = ("lakeline_records_total", "lakeline_dead_letters_total", "lakeline_source_lag_records",
+                 "lakeline_batches_total", "lakeline_seconds_since_last_commit", "lakeline_committed_offset",
+                 "lakeline_batch_duration_seconds_count")
+        print("[scrape]\n" + "\n".join(line for line in text.splitlines() if line.startswith(shown)))
         driver.send_signal(signal.SIGTERM)
         assert driver.wait(120) == 0, (tmp_path / "stderr").read_text()[-3000:]
     finally:
