@@ -59,7 +59,8 @@ def start_broker(jars: Path, work_dir: Path, heap: str = "512m", timeout: float 
     log4j.write_text(LOG4J2.format(log=log))
     props = work_dir / "server.properties"
     listener = security.protocol if security else "PLAINTEXT"
-    props.touch(mode=0o600)  # it holds the keystore and inter-broker passwords when secured
+    props.touch()
+    props.chmod(0o600)  # it holds the keystore and inter-broker passwords when secured (before they are written)
     props.write_text("\n".join([
         "process.roles=broker,controller",
         "node.id=1",

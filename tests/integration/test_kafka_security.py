@@ -85,7 +85,8 @@ def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, t
     client = info.kafka_client_env()
     secrets = [v for k, v in client.items() if k.endswith("PASSWORD")]
     assert secrets and all(len(s) >= 16 for s in secrets)
-    assert oct((state / "stack" / "stack.env").stat().st_mode)[-3:] == "600"
+    for holder in ("stack.env", "server.properties"):  # the client's secrets; the broker's keystore passwords
+        assert oct((state / "stack" / holder).stat().st_mode)[-3:] == "600", holder
 
     # The commands the DAGs render (maintenance.tasks), under both launchers.
     from maintenance import tasks
