@@ -69,15 +69,20 @@ def test_an_s3_fault_under_a_live_stream_ends_exact(fault, fmt, conf_dir, settin
                 proxy.set(mode, seconds=seconds, latency=latency)
                 fault_at = time.monotonic()
                 before = len(events_of(stream, BatchCommitted))
-                wait_for(lambda: proxy.mode == "pass", f"the {fault} to end", timeout=seconds + 30)
+                stopped_at: list[float] = []  # when the driver was first seen to have exited
+
+                def watching(done) -> bool:
+                    if not stopped_at and driver.poll() is not None:
+                        stopped_at.append(time.monotonic())
+                    return done()
+
+                wait_for(lambda: watching(lambda: proxy.mode == "pass"), f"the {fault} to end", timeout=seconds + 30,
+                         every=0.2)
                 fault_ended = time.monotonic()
-
-                def resumed_or_stopped() -> bool:
-                    return driver.poll() is not None or len(events_of(stream, BatchCommitted)) > before
-
-                wait_for(resumed_or_stopped, "a commit after the fault, or the driver to stop", timeout=600)
-                rode_out = driver.poll() is None
-                recovered_at = time.monotonic()
+                wait_for(lambda: watching(lambda: bool(stopped_at) or len(events_of(stream, BatchCommitted)) > before),
+                         "a commit after the fault, or the driver to stop", timeout=600, every=0.2)
+                rode_out = not stopped_at
+                recovered_at = stopped_at[0] if stopped_at else time.monotonic()
             output = log.read_text()
             if rode_out:
                 outcome = (f"rode it out: first commit {recovered_at - fault_ended:.1f}s after the fault ended "

@@ -145,3 +145,16 @@ def test_wrong_credentials_and_untrusted_certificates_fail_fast_saying_which(sec
                    "--trigger", "available-now", timeout=300)
         assert done.returncode == 2 and "refused the credentials" in done.stderr, done.stderr[-2000:]
         assert "Traceback" not in done.stderr and "at org.apache" not in done.stderr, done.stderr[-2000:]
+
+
+# Soak (about 3.5 min per mode, past CI's budget): a recovery drill over the secured broker, as its DAG runs it.
+@pytest.mark.soak
+def test_a_drill_over_a_secured_broker_passes(secured, tmp_path):
+    mode, _, env, _ = secured
+    path = tmp_path / f"drilled_{mode}.yaml"
+    path.write_text(yaml.safe_dump(pipeline_dict("delta", name=f"drilled_{mode}")))
+    report = lakeline_json(env, "drill", "--pipeline", str(path), "--scenario", "kill", "--events", "2000",
+                           "--batch-size", "400", timeout=900)
+    [kill] = report["scenarios"]
+    assert report["passed"] and kill["duplicates"] == 0 and kill["missing"] == 0, report
+    print(f"[secured {mode}] kill drill passed, recovery {kill['recovery_seconds']}s")
