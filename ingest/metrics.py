@@ -177,9 +177,22 @@ def push_maintenance(command: str, labels: "Mapping[str, str]", values: "Mapping
     for node_exporter's textfile collector. Returns where they went (None: neither is configured)."""
     registry = maintenance_registry(command, labels, values, help_text or {})
     if gateway:
-        from prometheus_client import push_to_gateway
+        from urllib.parse import urlsplit, urlunsplit
 
-        push_to_gateway(gateway, job=f"lakeline_{command}", grouping_key=dict(labels), registry=registry)
+        from prometheus_client import push_to_gateway
+        from prometheus_client.exposition import basic_auth_handler, default_handler
+
+        parts = urlsplit(gateway if "//" in gateway else f"http://{gateway}")
+        handler = default_handler
+        if parts.username:  # http://user:password@host:9091: basic auth, the credentials never in the request URL
+            user, password = parts.username, parts.password or ""
+            parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
+
+            def handler(url, method, timeout, headers, data):
+                return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+        push_to_gateway(urlunsplit(parts), job=f"lakeline_{command}", grouping_key=dict(labels), registry=registry,
+                        handler=handler)
         return gateway
     if textfile_dir:
         import re

@@ -129,9 +129,17 @@ class Settings(BaseSettings):
     def describe(self) -> dict[str, Any]:
         """A printable view with secrets masked."""
         out = {k: v for k, v in self.model_dump(mode="json").items() if v not in (None, {}, "")}
+        for key in ("pushgateway_url", "iceberg_catalog_uri"):  # a URL may carry user:password@
+            if key in out:
+                out[key] = mask_url(out[key])
         out["kafka_options"] = {name: MASK if is_secret_option(name) else value
                                 for name, value in self.kafka_client_properties().items()}
         return out
+
+
+def mask_url(url: str) -> str:
+    """`url` with the password of a `user:password@` part masked, for printing."""
+    return re.sub(r"(//[^/:@]+):[^/@]*@", rf"\1:{MASK}@", url)
 
 
 def is_secret_option(name: str) -> bool:

@@ -82,5 +82,7 @@ def report(settings: "Settings", command: str, labels: dict[str, str], figures: 
         return push_maintenance(command, labels, figures, HELP, gateway=settings.pushgateway_url,
                                 textfile_dir=settings.metrics_textfile_dir)
     except OSError as exc:  # URLError is an OSError: the gateway is down or refused the push
-        log.warning(f"metrics of {command} {labels} not reported to {target}: {exc}")
+        from ingest.settings import mask_url
+
+        log.warning(f"metrics of {command} {labels} not reported to {mask_url(target)}: {exc}")
         return None

@@ -94,10 +94,12 @@ class _Gateway(BaseHTTPRequestHandler):
     """A Pushgateway's push API, recording what it was sent (PUT /metrics/job/<job>/<label>/<value>...)."""
 
     pushes: list[tuple[str, str, str]] = []
+    authorizations: list[str | None] = []
 
     def do_PUT(self):  # noqa: N802 - http.server's API
         body = self.rfile.read(int(self.headers["Content-Length"])).decode()
         self.pushes.append((self.command, self.path, body))
+        self.authorizations.append(self.headers.get("Authorization"))
         self.send_response(200)
         self.end_headers()
 
@@ -107,7 +109,7 @@ class _Gateway(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def gateway():
-    _Gateway.pushes = []
+    _Gateway.pushes, _Gateway.authorizations = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"127.0.0.1:{server.server_port}", _Gateway.pushes
@@ -133,11 +135,32 @@ def test_compaction_figures_pushed_to_a_pushgateway_grouped_by_table(gateway):
     assert got[("lakeline_compaction_last_run_timestamp_seconds", t)] > 0
 
 
+def test_a_gateway_with_credentials_gets_basic_auth(gateway):
+    import base64
+
+    address, pushes = gateway
+    push_maintenance("freshness", {"pipeline": "p"}, {"breached": 0}, gateway=f"http://ops:pw@{address}")
+    [(_, path, _)] = pushes
+    assert path == "/metrics/job/lakeline_freshness/pipeline/p"
+    assert _Gateway.authorizations == ["Basic " + base64.b64encode(b"ops:pw").decode()]
+
+
 def test_an_unreachable_gateway_is_a_warning_not_a_failure(caplog):
     settings = SimpleNamespace(pushgateway_url="http://127.0.0.1:9", metrics_textfile_dir=None)  # discard port
     with caplog.at_level(logging.WARNING):
         assert maintenance_metrics.report(settings, "retention", {"table": "t"}, {"files_deleted": 1}) is None
     assert "not reported to http://127.0.0.1:9" in caplog.text
+
+
+def test_a_gateway_password_is_never_shown(caplog):
+    from ingest.settings import Settings
+
+    settings = Settings(pushgateway_url="http://ops:gateway-secret@127.0.0.1:9/")
+    assert "gateway-secret" not in str(settings.describe())
+    with caplog.at_level(logging.WARNING):
+        assert maintenance_metrics.report(settings, "retention", {"table": "t"}, {"files_deleted": 1}) is None
+    assert "not reported to http://ops:**********@127.0.0.1:9/" in caplog.text
+    assert "gateway-secret" not in caplog.text
 
 
 def test_drill_and_retention_figures_to_a_textfile(tmp_path):
