@@ -44,7 +44,12 @@ class FaultProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self._thread = threading.Thread(target=self._loop.run_forever, name="faultproxy", daemon=True)
         self._thread.start()
-        self.port = self._call(self._listen(port))
+        self._closed = False
+        try:
+            self.port = self._call(self._listen(port))
+        except BaseException:
+            self._end_loop()
+            raise
 
     @property
     def url(self) -> str:
@@ -57,9 +62,19 @@ class FaultProxy:
         self._call(self._switch(mode, seconds, latency))
 
     def close(self) -> None:
-        self._call(self._shutdown())
+        """Stop listening, reset open connections, end the loop (a second call does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._call(self._shutdown())
+        finally:
+            self._end_loop()
+
+    def _end_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     def __enter__(self) -> "FaultProxy":
         return self

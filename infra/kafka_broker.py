@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +109,15 @@ def restart_broker(broker: BrokerProcess, jars: Path, work_dir: Path, heap: str 
         proc = subprocess.Popen(command,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=marked_env(str(work_dir)))
-    wait_until(lambda: port_open(broker.port) and broker_healthy(broker.bootstrap, client), timeout,
-               f"kafka broker on {broker.bootstrap}", alive=lambda: proc.poll() is None, log=work_dir / "kafka.stdout")
+    try:
+        wait_until(lambda: port_open(broker.port) and broker_healthy(broker.bootstrap, client), timeout,
+                   f"kafka broker on {broker.bootstrap}", alive=lambda: proc.poll() is None,
+                   log=work_dir / "kafka.stdout")
+    except BaseException:
+        if proc.poll() is None:  # not left holding the ports: it runs in a session of its own
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
     broker.pid = proc.pid
     return broker
 

@@ -2,6 +2,10 @@
 JDK's keytool into the stack's state folder (mode 0700): a CA, the broker's certificate for 127.0.0.1 signed by
 it, and for mTLS a client certificate; SCRAM-SHA-512 users for SASL. Passwords are random, per stack, and only
 in the state folder's files (0600): the broker's properties and the client settings for stack.env.
+
+keytool reads the store password from its environment, never its arguments. One exception: the SCRAM passwords go
+to the broker's storage format command as arguments (Kafka's StorageTool takes them no other way), visible in this
+machine's process list for the seconds that command runs.
 """
 
 from __future__ import annotations
@@ -34,31 +38,35 @@ class KafkaSecurity:
     client_config: dict[str, str] = field(default_factory=dict)  # librdkafka's, for the stack's health check
 
 
-def _keytool(*args: str) -> None:
+STOREPASS_ENV = "LAKELINE_KEYTOOL_STOREPASS"  # keytool reads the store password from it, not from its arguments
+
+
+def _keytool(password: str, *args: str) -> None:
     keytool = shutil.which("keytool")
     if keytool is None:
         raise ComponentError("kafka security: `keytool` (the JDK's) is not on PATH; install Java 17+")
-    done = subprocess.run([keytool, *args], capture_output=True, text=True)
+    done = subprocess.run([keytool, *args, "-storepass:env", STOREPASS_ENV], capture_output=True, text=True,
+                          env={**os.environ, STOREPASS_ENV: password})
     if done.returncode != 0:
-        shown = [a if not a.startswith("pass:") else "pass:***" for a in args]
-        raise ComponentError(f"kafka security: keytool {' '.join(shown[:2])} failed: {done.stderr or done.stdout}")
+        raise ComponentError(f"kafka security: keytool {' '.join(args[:2])} failed: {done.stderr or done.stdout}")
 
 
 def _signed_keystore(folder: Path, name: str, dname: str, ca: Path, store_password: str,
                      san: str | None = None) -> Path:
     """A PKCS#12 keystore `<name>.p12` with a key pair whose certificate the CA signed (and the CA's certificate)."""
     store = folder / f"{name}.p12"
-    common = ["-storetype", "PKCS12", "-storepass", store_password]
+    common = ["-storetype", "PKCS12"]
     ext = ["-ext", f"SAN={san}"] if san else []
-    _keytool("-genkeypair", "-alias", name, "-dname", dname, "-keyalg", "RSA", "-keysize", "2048", "-validity",
-             VALIDITY_DAYS, "-keystore", str(store), *common, *ext)
+    keytool = lambda *args: _keytool(store_password, *args)  # noqa: E731 - every call uses the one store password
+    keytool("-genkeypair", "-alias", name, "-dname", dname, "-keyalg", "RSA", "-keysize", "2048", "-validity",
+            VALIDITY_DAYS, "-keystore", str(store), *common, *ext)
     csr, crt = folder / f"{name}.csr", folder / f"{name}.crt"
-    _keytool("-certreq", "-alias", name, "-keystore", str(store), *common, "-file", str(csr))
-    _keytool("-gencert", "-alias", "ca", "-keystore", str(ca), *common, "-infile", str(csr), "-outfile", str(crt),
-             "-rfc", "-validity", VALIDITY_DAYS, *ext)
-    _keytool("-importcert", "-alias", "ca", "-keystore", str(store), *common, "-file", str(folder / "ca.pem"),
-             "-noprompt", "-trustcacerts")
-    _keytool("-importcert", "-alias", name, "-keystore", str(store), *common, "-file", str(crt), "-noprompt")
+    keytool("-certreq", "-alias", name, "-keystore", str(store), *common, "-file", str(csr))
+    keytool("-gencert", "-alias", "ca", "-keystore", str(ca), *common, "-infile", str(csr), "-outfile", str(crt),
+            "-rfc", "-validity", VALIDITY_DAYS, *ext)
+    keytool("-importcert", "-alias", "ca", "-keystore", str(store), *common, "-file", str(folder / "ca.pem"),
+            "-noprompt", "-trustcacerts")
+    keytool("-importcert", "-alias", name, "-keystore", str(store), *common, "-file", str(crt), "-noprompt")
     csr.unlink()
     return store
 
@@ -71,11 +79,11 @@ def make_security(mode: str, folder: Path) -> KafkaSecurity:
     folder.mkdir(parents=True, mode=0o700)
     store_password = secrets.token_urlsafe(18)
     ca = folder / "ca.p12"
-    _keytool("-genkeypair", "-alias", "ca", "-dname", "CN=lakeline-local-ca", "-keyalg", "RSA", "-keysize", "2048",
-             "-validity", VALIDITY_DAYS, "-ext", "bc:c", "-keystore", str(ca), "-storetype", "PKCS12", "-storepass",
-             store_password)
-    _keytool("-exportcert", "-alias", "ca", "-keystore", str(ca), "-storetype", "PKCS12", "-storepass",
-             store_password, "-rfc", "-file", str(folder / "ca.pem"))
+    _keytool(store_password, "-genkeypair", "-alias", "ca", "-dname", "CN=lakeline-local-ca", "-keyalg", "RSA",
+             "-keysize", "2048", "-validity", VALIDITY_DAYS, "-ext", "bc:c", "-keystore", str(ca), "-storetype",
+             "PKCS12")
+    _keytool(store_password, "-exportcert", "-alias", "ca", "-keystore", str(ca), "-storetype", "PKCS12", "-rfc",
+             "-file", str(folder / "ca.pem"))
     broker = _signed_keystore(folder, "broker", "CN=127.0.0.1", ca, store_password, san="ip:127.0.0.1,dns:localhost")
     ca_pem = str(folder / "ca.pem")
     tls = ["ssl.keystore.type=PKCS12", f"ssl.keystore.location={broker}", f"ssl.keystore.password={store_password}",

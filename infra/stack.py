@@ -210,8 +210,9 @@ def _record(root: Path, info: StackInfo) -> None:
     """Write stack.json and the env file every other command reads."""
     (stack_dir(root) / "stack.json").write_text(json.dumps(asdict(info), indent=2))
     env = env_file(root)
+    env.touch()
+    env.chmod(0o600)  # before the secrets (a secured broker's passwords) are written
     env.write_text("".join(f"{k}={v}\n" for k, v in info.env().items()))
-    env.chmod(0o600)
     log.info(f"endpoints written to {env}")
 
 

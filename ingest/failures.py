@@ -30,7 +30,7 @@ def component_of(text: str) -> tuple[str, str] | None:
     found = []
     for component, classes in COMPONENTS:
         for name in classes:
-            at = text.find(name)
+            at = text.rfind(name)  # its innermost mention: Spark's header line repeats the cause
             if at >= 0:
                 found.append((at, component, name))
     if not found:

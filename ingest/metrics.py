@@ -177,7 +177,7 @@ def push_maintenance(command: str, labels: "Mapping[str, str]", values: "Mapping
     for node_exporter's textfile collector. Returns where they went (None: neither is configured)."""
     registry = maintenance_registry(command, labels, values, help_text or {})
     if gateway:
-        from urllib.parse import urlsplit, urlunsplit
+        from urllib.parse import unquote, urlsplit, urlunsplit
 
         from prometheus_client import push_to_gateway
         from prometheus_client.exposition import basic_auth_handler, default_handler
@@ -185,7 +185,7 @@ def push_maintenance(command: str, labels: "Mapping[str, str]", values: "Mapping
         parts = urlsplit(gateway if "//" in gateway else f"http://{gateway}")
         handler = default_handler
         if parts.username:  # http://user:password@host:9091: basic auth, the credentials never in the request URL
-            user, password = parts.username, parts.password or ""
+            user, password = unquote(parts.username), unquote(parts.password or "")
             parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
 
             def handler(url, method, timeout, headers, data):

@@ -18,7 +18,13 @@ JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModul
 def _security(settings: Settings) -> str | None:
     """The security protocol, checked against what it needs (each missing setting named)."""
     protocol = settings.kafka_security_protocol
+    given = [f"LAKELINE_{f.upper()}" for f in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password",
+                                               "kafka_ssl_ca_location", "kafka_ssl_keystore_location",
+                                               "kafka_ssl_keystore_password") if getattr(settings, f)]
     if protocol is None:
+        if given:
+            raise ConfigError(f"{', '.join(given)} set but LAKELINE_KAFKA_SECURITY_PROTOCOL is not: set it to SSL, "
+                              f"SASL_SSL or SASL_PLAINTEXT (unset, the connection is plaintext and these are unused)")
         return None
     needs = []
     if protocol.startswith("SASL_"):
@@ -105,7 +111,8 @@ def security_problem(errors: list[str], settings: Settings) -> str | None:
     credentials, an untrusted broker certificate, or a client certificate the broker refused."""
     text = " ".join(errors)
     lowered = text.lower()
-    if "authentication" in lowered and ("fail" in lowered or "invalid" in lowered):
+    protocol = settings.kafka_security_protocol or ""
+    if protocol.startswith("SASL_") and "sasl authentication" in lowered:
         return (f"Kafka refused the credentials of user {settings.kafka_sasl_username!r} "
                 f"({settings.kafka_sasl_mechanism}): check LAKELINE_KAFKA_SASL_USERNAME and "
                 f"LAKELINE_KAFKA_SASL_PASSWORD")

@@ -115,7 +115,12 @@ class KinesisClient:
     def split_shard(self, stream: str, shard_id: str) -> list[str]:
         """Split open shard `shard_id` at the middle of its hash key range (drills); returns the children's ids once
         the stream is active again."""
-        shards = self.call("list_shards", StreamName=stream)["Shards"]
+        response, shards = self.call("list_shards", StreamName=stream), []
+        while True:
+            shards += response.get("Shards", [])
+            if not response.get("NextToken"):
+                break
+            response = self.call("list_shards", NextToken=response["NextToken"])
         keys = next(s for s in shards if s["ShardId"] == shard_id)["HashKeyRange"]
         middle = (int(keys["StartingHashKey"]) + int(keys["EndingHashKey"])) // 2
         self.call("split_shard", StreamName=stream, ShardToSplit=shard_id, NewStartingHashKey=str(middle))

@@ -157,13 +157,16 @@ def _serve_metrics(events, host: str, port: int, closing: ExitStack) -> None:
     """Subscribe run metrics to `events` and serve them until the command ends."""
     from ingest.metrics import RunMetrics, serve
 
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--metrics-port {port}: a port is 0-65535 (0 picks a free one)")
     metrics = RunMetrics()
     events.subscribe(metrics)
     try:
         server, thread = serve(metrics, port, host)
     except OSError as exc:
         raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror}); choose a free "
-                           f"port, or 0 for any") from exc
+                          f"port, or 0 for any") from exc
+    closing.callback(server.server_close)  # runs after shutdown (callbacks run last-in, first-out)
     closing.callback(server.shutdown)
     logging.getLogger("lakeline").info(f"lakeline: metrics on http://{host}:{server.server_port}/metrics")
 

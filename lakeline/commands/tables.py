@@ -147,6 +147,8 @@ def run_retain(args) -> ExitCode:
     result = retain(spark, table, settings, now, dry_run=not args.delete,
                     retain_override=parse_duration(args.retain) if args.retain else None,
                     orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None)
-    metrics.report(settings, "retention", {"table": table.name}, metrics.retention_figures(result))
+    # A dry run and a real one are separate groups: a scheduled dry run must not replace the last deletion's figures.
+    metrics.report(settings, "retention", {"table": table.name, "mode": "dry_run" if result.dry_run else "delete"},
+                   metrics.retention_figures(result))
     out.result(result.to_json(), lambda: "\n".join([f"  note: {note}" for note in result.notes] + [result.summary()]))
     return ExitCode.OK

@@ -79,3 +79,15 @@ def test_client_errors_become_what_to_fix(tmp_path, error, says):
                          kafka_sasl_username="u", kafka_sasl_password="p")
     assert says in security_problem([error], settings)
     assert security_problem(["Connection refused"], settings) is None  # a down broker is not a security problem
+
+
+def test_security_settings_without_a_protocol_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="LAKELINE_KAFKA_SASL_PASSWORD set but LAKELINE_KAFKA_SECURITY_PROTOCOL"):
+        client_config(Settings(kafka_bootstrap_servers="127.0.0.1:9093", kafka_sasl_password="p"))
+
+
+def test_an_mtls_handshake_refusal_is_not_called_a_login_refusal(tmp_path):
+    settings = _settings(tmp_path, kafka_security_protocol="SSL")
+    error = ("SSL handshake failed: error:0A00010B:SSL routines::wrong version number: client SSL authentication "
+             "might be required (see ssl.key.location and ssl.certificate.location and consult the broker logs)")
+    assert "TLS handshake" in security_problem([error], settings)
