@@ -318,15 +318,7 @@ class Drill:
     def _kill(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
         self.produce(target, self.events, report, bad)
         victim = self.start_ingest(target, "processing-time=1s", "1-victim")
-        deadline = time.monotonic() + 300
-        while len(victim.committed()) < 2:
-            if victim.process.poll() is not None:
-                raise LakelineError(f"drill kill: the driver exited ({victim.process.returncode}) before it could "
-                                    f"be killed; log {victim.log}:\n{victim.tail()}")
-            if time.monotonic() > deadline:
-                victim.process.kill()
-                raise LakelineError(f"drill kill: no commits within 300s; log {victim.log}")
-            time.sleep(0.2)
+        self._until(victim, lambda: len(victim.committed()) >= 2, "two commits before the kill", 300)
         self.produce(target, self.events, report, bad)  # keeps arriving while the driver dies
         time.sleep(self.rng.uniform(0.0, 2.0))          # land anywhere inside a batch
         victim.process.send_signal(signal.SIGKILL)

@@ -43,15 +43,22 @@ def _security(settings: Settings) -> str | None:
     return protocol
 
 
+def _common(settings: Settings) -> tuple[dict[str, str], str | None]:
+    """What both clients' configs start with (the same names in both): bootstrap servers and the checked security
+    protocol; and that protocol."""
+    config = {"bootstrap.servers": settings.require("kafka_bootstrap_servers", "LAKELINE_KAFKA_BOOTSTRAP_SERVERS",
+                                                    "reach Kafka")}
+    protocol = _security(settings)
+    if protocol:
+        config["security.protocol"] = protocol
+    return config, protocol
+
+
 def java_client_config(settings: Settings) -> dict[str, str]:
     """Kafka client properties for the JVM client (Spark's Kafka source): bootstrap servers, the typed security
     settings in the Java client's names (a JAAS line for SASL, PEM truststore, PKCS#12 keystore), then the
     LAKELINE_KAFKA_OPT_* pass-through. Secrets revealed: hand it to the client only."""
-    bootstrap = settings.require("kafka_bootstrap_servers", "LAKELINE_KAFKA_BOOTSTRAP_SERVERS", "reach Kafka")
-    config = {"bootstrap.servers": bootstrap}
-    protocol = _security(settings)
-    if protocol:
-        config["security.protocol"] = protocol
+    config, protocol = _common(settings)
     if protocol and protocol.startswith("SASL_"):
         quote = lambda value: value.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731 - JAAS string
         config["sasl.mechanism"] = settings.kafka_sasl_mechanism
@@ -70,11 +77,7 @@ def java_client_config(settings: Settings) -> dict[str, str]:
 def client_config(settings: Settings) -> dict[str, str]:
     """librdkafka config (the Python clients): bootstrap servers, the typed security settings in librdkafka's
     names, then the LAKELINE_KAFKA_OPT_* pass-through."""
-    bootstrap = settings.require("kafka_bootstrap_servers", "LAKELINE_KAFKA_BOOTSTRAP_SERVERS", "reach Kafka")
-    config = {"bootstrap.servers": bootstrap}
-    protocol = _security(settings)
-    if protocol:
-        config["security.protocol"] = protocol
+    config, protocol = _common(settings)
     if protocol and protocol.startswith("SASL_"):
         config |= {"sasl.mechanism": settings.kafka_sasl_mechanism, "sasl.username": settings.kafka_sasl_username,
                    "sasl.password": settings.kafka_sasl_password.get_secret_value()}

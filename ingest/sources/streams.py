@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from ingest.adapters.kafka_admin import KafkaAdmin
     from ingest.checkpoint import StartPlan
     from ingest.commits import Offsets
     from ingest.config import PipelineConfig
@@ -68,13 +69,10 @@ def source_stream(spark: "SparkSession", config: "PipelineConfig", settings: "Se
     return kafka_coordinates(_kafka(spark, config, settings, plan))
 
 
-def _kafka_starting_offsets(config: "PipelineConfig", settings: "Settings", plan: "StartPlan") -> str:
-    from ingest.adapters.kafka_admin import KafkaAdmin
-
+def _kafka_starting_offsets(config: "PipelineConfig", plan: "StartPlan", admin: "KafkaAdmin",
+                            topics: list[str]) -> str:
     if plan.starting_offsets is None:
         return config.source.starting_offsets
-    admin = KafkaAdmin(settings)
-    topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
     spec: dict[str, dict[str, int]] = {}
     for topic in topics:
         for part in admin.partitions(topic):
@@ -87,9 +85,10 @@ def _kafka(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
     from ingest.adapters.kafka_admin import KafkaAdmin, java_client_config
 
     src = config.source
-    # One metadata request before Spark's consumer starts: a refused login, an untrusted certificate or a missing
+    # A metadata request before Spark's consumer starts: a refused login, an untrusted certificate or a missing
     # topic fails here at once, naming the setting to fix, instead of as a consumer's stack trace.
-    KafkaAdmin(settings).resolve_topics(src.topics, src.topic_pattern)
+    admin = KafkaAdmin(settings)
+    topics = admin.resolve_topics(src.topics, src.topic_pattern)
     reader = spark.readStream.format("kafka")
     for key, value in {**KAFKA_SOURCE_DEFAULTS, **java_client_config(settings), **src.options}.items():
         reader = reader.option(f"kafka.{key}", value)
@@ -97,7 +96,7 @@ def _kafka(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
         reader = reader.option("subscribe", ",".join(src.topics))
     else:
         reader = reader.option("subscribePattern", src.topic_pattern)
-    reader = reader.option("startingOffsets", _kafka_starting_offsets(config, settings, plan))
+    reader = reader.option("startingOffsets", _kafka_starting_offsets(config, plan, admin, topics))
     reader = reader.option("failOnDataLoss", "true")
     if src.include_headers:
         reader = reader.option("includeHeaders", "true")

@@ -110,6 +110,11 @@ def test_an_s3_fault_under_a_live_stream_ends_exact(fault, fmt, conf_dir, settin
 BROKER_DOWN_SECONDS = 30
 
 
+def _landed(stream) -> int:
+    """Records in the run's committed batches (rows and dead letters), from its events file."""
+    return sum(e.rows + e.dead_letters for e in events_of(stream, BatchCommitted))
+
+
 # Delta in CI's heavy tier (about 2.5 min: a broker of its own, a driver, a drain run); Iceberg in the soak run.
 @pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_the_broker_stopped_and_restarted_under_a_live_stream_ends_exact(fmt, conf_dir, settings, spark, tmp_path):
@@ -142,8 +147,7 @@ def test_the_broker_stopped_and_restarted_under_a_live_stream_ends_exact(fmt, co
     try:
         wait_for(lambda: events_of(stream, BatchCommitted), "the first batch", timeout=240)
         send(500, 121)
-        wait_for(lambda: sum(e.rows + e.dead_letters for e in events_of(stream, BatchCommitted)) >= 1500,
-                 "the stream to catch up before the fault", timeout=240)
+        wait_for(lambda: _landed(stream) >= 1500, "the stream to catch up before the fault", timeout=240)
         stop_pid(broker.pid, str(work))
         down_at = time.monotonic()
         time.sleep(BROKER_DOWN_SECONDS)  # the fault's length: the broker stays down this long
@@ -151,11 +155,8 @@ def test_the_broker_stopped_and_restarted_under_a_live_stream_ends_exact(fmt, co
         back_at = time.monotonic()
         send(1000, 122)
 
-        def caught_up_or_stopped() -> bool:
-            landed = sum(e.rows + e.dead_letters for e in events_of(stream, BatchCommitted))
-            return driver.poll() is not None or landed >= produced.count
-
-        wait_for(caught_up_or_stopped, "the stream to ingest what came after the restart, or to stop", timeout=600)
+        wait_for(lambda: driver.poll() is not None or _landed(stream) >= produced.count,
+                 "the stream to ingest what came after the restart, or to stop", timeout=600)
         if driver.poll() is None:
             outcome = (f"rode it out: everything ingested {time.monotonic() - back_at:.1f}s after the broker came "
                        f"back ({time.monotonic() - down_at:.1f}s after it went down)")
@@ -215,11 +216,8 @@ def test_the_iceberg_catalog_database_locked_under_a_live_stream_ends_exact(conf
         lock.close()
         unlocked_at = time.monotonic()
 
-        def caught_up_or_stopped() -> bool:
-            landed = sum(e.rows + e.dead_letters for e in events_of(stream, BatchCommitted))
-            return driver.poll() is not None or landed >= produced.count
-
-        wait_for(caught_up_or_stopped, "the stream to ingest the rest, or to stop", timeout=600)
+        wait_for(lambda: driver.poll() is not None or _landed(stream) >= produced.count,
+                 "the stream to ingest the rest, or to stop", timeout=600)
         assert committed_while_locked == 0, "a commit landed while the catalog was locked"
         if driver.poll() is None:
             outcome = (f"rode it out: caught up {time.monotonic() - unlocked_at:.1f}s after the lock was released "
