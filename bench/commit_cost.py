@@ -9,7 +9,9 @@ Variants:
 - `delta, Lakeline checkpoints`: a table as Lakeline creates it now (interval 1000), whose log checkpoints the
   pipeline writes with delta-rs off the commit path (ingest.formats.delta_checkpoints).
 - `iceberg`: the Iceberg table as Lakeline creates it (manifests merged by Iceberg at 100, metadata.json
-  rewritten whole at every commit).
+  rewritten whole at every commit). With `--iceberg-history N ...`, once per N: the table first gets N empty
+  snapshots (one metadata write), so the commits show what a table that keeps N snapshots pays for each commit
+  (why the pipeline bounds its history: ingest.formats.iceberg_history).
 
 Rows are 10 dead-letter records per commit (the schema does not matter here: the cost per commit does). The cold
 read is `count()` in the same JVM after Delta's log cache is cleared (Iceberg: the catalog's cached table
@@ -52,7 +54,18 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _run(spark, settings, variant: str, commits: int) -> dict:
+def _fill_history(table, snapshots: int) -> None:
+    """Give an Iceberg table `snapshots` more (empty) snapshots in one transaction: one metadata.json write."""
+    java_table = table._java_table()  # noqa: SLF001 - measuring the table's own metadata
+    java_table.refresh()
+    transaction = java_table.newTransaction()
+    for i in range(snapshots):
+        transaction.newFastAppend().set("bench.filler", str(i)).commit()
+    transaction.commitTransaction()
+    table.spark.sql(f"REFRESH TABLE {table.identifier}")
+
+
+def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
     from ingest.commits import CommitRecord
     from ingest.formats import tables_for
 
@@ -63,6 +76,8 @@ def _run(spark, settings, variant: str, commits: int) -> dict:
         # The table an earlier release made: Delta's default checkpoint interval, Spark checkpoints in the commit.
         spark.createDataFrame([], table.schema).write.format("delta").save(table.location)
     table.ensure()
+    if history:
+        _fill_history(table, history)
     rows = spark.createDataFrame([("bench_commit", 0, i, None, None, b"x" * 200, "malformed_json", "d",
                                    datetime.now(UTC)) for i in range(10)], table.schema).coalesce(1).cache()
     rows.count()
@@ -94,7 +109,7 @@ def _run(spark, settings, variant: str, commits: int) -> dict:
     typical = statistics.median([sum(r.values()) for r in requests[1:]])
     slow = [i for i, s in enumerate(seconds) if i and s > 2 * statistics.median(steady)]
     result = {
-        "variant": variant, "commits": commits,
+        "variant": variant if not history else f"{variant} ({history} snapshots kept)", "commits": commits,
         "commit_median_s": round(statistics.median(steady), 3), "commit_p90_s": round(_percentile(steady, 0.9), 3),
         "commit_p99_s": round(_percentile(steady, 0.99), 3), "commit_max_s": round(max(steady), 3),
         "slow_commits": len(slow), "slow_commit_median_s": round(statistics.median([seconds[i] for i in slow]), 3)
@@ -122,6 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commits", type=int, default=100, help="appends per variant (default 100)")
     parser.add_argument("--variants", nargs="+", default=["delta-spark", "delta-lakeline", "iceberg"],
                         choices=["delta-spark", "delta-lakeline", "iceberg"])
+    parser.add_argument("--iceberg-history", type=int, nargs="+", default=[0], metavar="N",
+                        help="run the iceberg variant once per N, on a table that already keeps N snapshots "
+                             "(default 0)")
     parser.add_argument("--no-write", action="store_true", help="print only; write nothing under bench/results/")
     args = parser.parse_args(argv)
 
@@ -133,9 +151,12 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
     spark = build_spark(settings, "lakeline-bench-commit-cost")
     results = []
-    for variant in args.variants:
-        print(f"== {variant}: {args.commits} commits ...", flush=True)
-        results.append(_run(spark, settings, variant, args.commits))
+    runs = [(variant, history) for variant in args.variants
+            for history in (args.iceberg_history if variant == "iceberg" else [0])]
+    for variant, history in runs:
+        print(f"== {variant}: {args.commits} commits{f' after {history} snapshots' if history else ''} ...",
+              flush=True)
+        results.append(_run(spark, settings, variant, args.commits, history))
         print("   " + json.dumps(results[-1]), flush=True)
     spark.stop()
 
@@ -152,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
                  if "metadata_json_kb" in r else "") for r in results]
     print("\n".join(table + [""] + detail))
     if not args.no_write:
-        doc = document("commit_cost", argv, results, commits=args.commits)
+        doc = document("commit_cost", argv, results, commits=args.commits, iceberg_history=args.iceberg_history)
         write(doc, "Cost of a commit", "\n".join(table) + "\n\nS3 requests (S3A's counters):\n\n" + "\n".join(detail))
 
 

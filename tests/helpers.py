@@ -90,6 +90,16 @@ def lakeline_json(env: dict[str, str], *args: str, timeout: float = 600) -> dict
     return json.loads(done.stdout)
 
 
+def load_dag(dag_id: str):
+    """The repo's DAG `dag_id`, from a fresh DagBag of dags/ (which must import without errors); its `.test()` runs it
+    with this process's environment (LAKELINE_CONF_DIR among it)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[1] / "dags"))
+    assert bag.import_errors == {}, bag.import_errors
+    return bag.get_dag(dag_id)
+
+
 def wait_for(check, what: str, timeout: float = 180, every: float = 1.0) -> None:
     """Poll `check` until it holds, or fail naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

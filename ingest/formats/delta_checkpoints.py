@@ -16,13 +16,10 @@ Spark.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from collections.abc import Callable
 from typing import Protocol
 
-log = logging.getLogger(__name__)
+from ingest.formats.background import EveryNCommits
 
 LOG_CHECKPOINT_EVERY = 10  # commits by this process between two checkpoints (Delta's own default cadence)
 SPARK_CHECKPOINT_INTERVAL = 1000  # delta.checkpointInterval on tables Lakeline creates
@@ -49,55 +46,31 @@ def takes_over(table_interval: str | None) -> bool:
     return interval > LOG_CHECKPOINT_EVERY
 
 
-class LogCheckpointer:
+class LogCheckpointer(EveryNCommits):
     """Writes a table's log checkpoint after the first commit of this process and then after every
     `every`-th, on a background thread, one at a time (a commit made while one runs is covered by the next).
     A failed checkpoint is logged and retried at the next cadence; it never fails a commit."""
 
+    what = "log checkpoint"
+    consequence = "Readers still read the table, only more log files each time."
+
     def __init__(self, name: str, open_table: Callable[[], CheckpointableTable], every: int = LOG_CHECKPOINT_EVERY):
-        self.name = name
-        self._open_table = open_table
-        self._table: CheckpointableTable | None = None
-        self.every = every
-        self._since = every  # the first commit of a process checkpoints: the log's tail is unknown until then
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self.written: list[tuple[int, float]] = []  # (version, seconds) of each checkpoint written
-        self.failures = 0
-
-    def committed(self) -> None:
-        """Call after each commit to the table. Returns at once."""
-        with self._lock:
-            self._since += 1
-            if self._since < self.every or (self._thread is not None and self._thread.is_alive()):
-                return
-            self._since = 0
-            self._thread = threading.Thread(target=self._checkpoint, name=f"lakeline-log-checkpoint-{self.name}",
-                                            daemon=True)
-            self._thread.start()
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait for a running checkpoint to end (tests, and a clean stop)."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-
-    def _checkpoint(self) -> None:
+        super().__init__(name, every)
         from deltalake.exceptions import DeltaError
 
-        start = time.perf_counter()
-        try:
-            if self._table is None:
-                self._table = self._open_table()
-            else:
-                self._table.update_incremental()
-            self._table.create_checkpoint()
-            version = self._table.version()
-        except (DeltaError, OSError) as exc:
-            self.failures += 1
-            log.warning("%s: log checkpoint failed (%s: %s); retried after %d more commits. Readers still read "
-                        "the table, only more log files each time.", self.name, type(exc).__name__, exc, self.every)
-            return
-        seconds = time.perf_counter() - start
-        self.written.append((version, seconds))
-        log.debug("%s: log checkpoint at version %d in %.2f s", self.name, version, seconds)
+        self.retryable = (DeltaError, OSError)
+        self._open_table = open_table
+        self._table: CheckpointableTable | None = None
+
+    @property
+    def written(self) -> list[tuple[int, float]]:
+        """(version, seconds) of each checkpoint written."""
+        return [(int(version), seconds) for version, seconds in self.done]
+
+    def _work(self) -> int:
+        if self._table is None:
+            self._table = self._open_table()
+        else:
+            self._table.update_incremental()
+        self._table.create_checkpoint()
+        return self._table.version()

@@ -27,7 +27,8 @@ from ingest.config import load_pipeline
 from ingest.events import BatchCommitted, BatchReplayed, RunStarted
 from ingest.produce import produce
 from ingest.reconcile import reconcile
-from tests.helpers import assert_exact, events_of, lakeline_json, pipeline_dict, producing, wait_for, write_pipeline
+from tests.helpers import (assert_exact, events_of, lakeline_json, load_dag, pipeline_dict, producing, wait_for,
+                           write_pipeline)
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
@@ -309,7 +310,6 @@ def test_a_dag_runs_its_tasks_through_spark_submit_on_the_cluster(cluster, airfl
     """The checkpoint backup DAG with LAKELINE_TASK_LAUNCHER=spark-submit: each task is `spark-submit --master
     <cluster> lakeline/__main__.py ...`; the backup verifies, and the master ran the tasks' applications."""
     import yaml
-    from airflow.dag_processing.dagbag import DagBag
 
     from ingest.adapters.hadoop_fs import HadoopFS
     from ingest.pipeline import Pipeline
@@ -328,9 +328,7 @@ def test_a_dag_runs_its_tasks_through_spark_submit_on_the_cluster(cluster, airfl
                        "LAKELINE_SPARK_MASTER": cluster.master_url, "LAKELINE_SPARK_JARS_ON_WORKERS": "true",
                        "PYSPARK_DRIVER_PYTHON": sys.executable, "PYSPARK_PYTHON": sys.executable}.items():
         monkeypatch.setenv(key, value)
-    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
-    assert bag.import_errors == {}, bag.import_errors
-    run = bag.get_dag(f"lakeline_checkpoint_backup__{config.pipeline}").test()
+    run = load_dag(f"lakeline_checkpoint_backup__{config.pipeline}").test()
     assert run.state == "success"
     made = run.get_task_instance("backup").xcom_pull(task_ids="backup")
     root = config.backup_location(settings)

@@ -16,10 +16,9 @@ from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
 from maintenance import checkpoints
-from tests.helpers import pipeline_dict
+from tests.helpers import load_dag, pipeline_dict
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -36,14 +35,6 @@ def pipeline_conf(conf_dir, monkeypatch):
     return write
 
 
-def _dag(dag_id: str):
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(REPO / "dags"))
-    assert bag.import_errors == {}, bag.import_errors
-    return bag.get_dag(dag_id)
-
-
 def _ingest(config, settings, spark):
     Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
 
@@ -53,7 +44,7 @@ def test_checkpoint_backup_dag_makes_a_verifiable_backup(airflow_db, pipeline_co
     config = load_pipeline(pipeline_conf(data))
     produce(config, settings, 1500, bad_ratio=0.01, seed=60)
     _ingest(config, settings, spark)
-    run = _dag(f"lakeline_checkpoint_backup__{config.pipeline}").test()
+    run = load_dag(f"lakeline_checkpoint_backup__{config.pipeline}").test()
     assert run.state == "success"
     made = run.get_task_instance("backup").xcom_pull(task_ids="backup")
     fs, root = HadoopFS(spark), config.backup_location(settings)
@@ -68,13 +59,13 @@ def test_freshness_dag_passes_when_fresh_and_fails_when_lag_breaches(airflow_db,
     config = load_pipeline(pipeline_conf(data))
     produce(config, settings, 800, seed=61)
     _ingest(config, settings, spark)
-    fresh = _dag("lakeline_freshness").test()
+    fresh = load_dag("lakeline_freshness").test()
     assert fresh.state == "success"
     [check] = [ti for ti in fresh.get_task_instances() if ti.task_id == "check"]
     assert check.state == "success"
 
     produce(config, settings, 500, seed=62)  # waiting in Kafka, not ingested
-    stale = _dag("lakeline_freshness").test()
+    stale = load_dag("lakeline_freshness").test()
     assert stale.state == "failed"
     [check] = [ti for ti in stale.get_task_instances() if ti.task_id == "check"]
     assert check.state == "failed"
@@ -84,7 +75,7 @@ def test_freshness_dag_passes_when_fresh_and_fails_when_lag_breaches(airflow_db,
 def test_drill_dag_runs_setup_drill_teardown_and_reports(airflow_db, pipeline_conf, settings, spark):
     data = pipeline_dict("delta")
     config = load_pipeline(pipeline_conf(data))
-    run = _dag(f"lakeline_drill__{config.pipeline}").test(run_conf={"scenario": "lose-checkpoint", "events": 2000})
+    run = load_dag(f"lakeline_drill__{config.pipeline}").test(run_conf={"scenario": "lose-checkpoint", "events": 2000})
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == {"prepare": "success", "run_drill": "success", "remove": "success"}
@@ -126,7 +117,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
 
     # A run whose data interval ends before every write decides as of that end: every partition was written
     # after it, so each one is hot and nothing is compacted.
-    stale = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.datetime(2026, 1, 1, 0, 30, tz="UTC"))
+    stale = load_dag(f"lakeline_compact__{name}").test(logical_date=pendulum.datetime(2026, 1, 1, 0, 30, tz="UTC"))
     states = {ti.task_id: ti.state for ti in stale.get_task_instances()}
     assert stale.state == "success" and states["compact"] == "skipped", states
     plan = stale.get_task_instance("decide").xcom_pull(task_ids="decide")
@@ -135,7 +126,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     assert spark.table(f"{config.iceberg_identifier(settings)}.files").count() == before
 
     # The hour that has just ended holds every write: each partition went quiet in it and is compacted.
-    run = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))
+    run = load_dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))
     assert run.state == "success"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states == dict.fromkeys(["health_before", "decide", "needed", "compact", "health_after"], "success")
@@ -148,7 +139,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     health = run.get_task_instance("health_after").xcom_pull(task_ids="health_after")
     assert sum(p["files"] for p in health["partitions"]) == after
 
-    again = _dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))  # nothing left to do
+    again = load_dag(f"lakeline_compact__{name}").test(logical_date=pendulum.now("UTC"))  # nothing left to do
     states = {ti.task_id: ti.state for ti in again.get_task_instances()}
     assert again.state == "success" and states["compact"] == "skipped" and states["health_after"] == "skipped"
 
@@ -165,7 +156,7 @@ def test_compact_dag_is_interval_scoped_then_retain_dag_deletes_past_the_window(
     if wait > 0:
         time.sleep(wait)  # retention is about wall-clock age: let the window pass
 
-    retained = _dag(f"lakeline_retain__{name}").test()
+    retained = load_dag(f"lakeline_retain__{name}").test()
     assert retained.state == "success"
     report = retained.get_task_instance("retain").xcom_pull(task_ids="retain")
     assert report["dry_run"] is False and report["snapshots_expired"] >= 2, report

@@ -1,11 +1,11 @@
 """A secured broker (`lakeline dev up --kafka-security sasl_ssl|mtls`: TLS only, keys made with keytool, SCRAM
 users or client certificates) in a stack of its own: produce, ingest (Delta and Iceberg in one application),
-reconcile, freshness and a checkpoint backup work over it unchanged and exactly; wrong credentials and untrusted
-certificates fail fast, saying which; and nothing Lakeline or Spark wrote holds the password or the keystore
-password (stdout/stderr, logs, Spark event logs, the checkpoint and its backup, every object in the bucket, JSON
-output, check-config, the commands the DAGs render).
+reconcile, freshness and the freshness and checkpoint-backup DAGs (`dag.test()`) work over it unchanged and exactly;
+wrong credentials and untrusted certificates fail fast, saying which; and nothing Lakeline or Spark wrote holds the
+password or the keystore password (stdout/stderr, logs, Spark event logs, the checkpoint and its backup, every object
+in the bucket, JSON output, check-config, the DAGs' task logs and the commands they render).
 
-Costs (2 cores): about 2.5 min per mode (a stack of its own, four Spark drivers). Heavy: CI runs both.
+Costs (2 cores): about 3 min per mode (a stack of its own, five Spark drivers). Heavy: CI runs both.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import yaml
 from infra import stack as local_stack
 from infra.kafka_security import make_security
 from infra.procs import ComponentError
-from tests.helpers import lakeline_json, pipeline_dict
+from tests.helpers import lakeline_json, load_dag, pipeline_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -48,10 +48,11 @@ def run(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Com
                           timeout=timeout)
 
 
-def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, tmp_path):
+def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, tmp_path, airflow_db, monkeypatch,
+                                                                     caplog):
     mode, info, env, state = secured
-    conf = tmp_path / "conf"
-    conf.mkdir()
+    conf = tmp_path / "conf" / "pipelines"  # where the DAG files look (LAKELINE_CONF_DIR/pipelines)
+    conf.mkdir(parents=True)
     paths = []
     for fmt in ("delta", "iceberg"):
         path = conf / f"secured_{mode}_{fmt}.yaml"
@@ -77,9 +78,23 @@ def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, t
         assert report["dead_letters"] == produced[path]["bad_total"]
         fresh = yaml.safe_load(ok("freshness", "--pipeline", str(path), "--output", "json"))
         assert fresh["ok"] and fresh["lag_records"] == 0, fresh
-    backup = lakeline_json(env, "checkpoint", "backup", "--pipeline", str(paths[0]))
-    assert backup["backup_id"]
     outputs.append(ok("check-config", "--pipeline", str(paths[0])))
+
+    # The DAGs, as a scheduler runs them: their tasks launch `lakeline` with the worker's environment.
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("LAKELINE_CONF_DIR", str(conf.parent))
+    with caplog.at_level("INFO"):
+        fresh_run = load_dag("lakeline_freshness").test()
+        backup_run = load_dag(f"lakeline_checkpoint_backup__secured_{mode}_delta").test()
+    assert fresh_run.state == "success", [(ti.task_id, ti.state) for ti in fresh_run.get_task_instances()]
+    checked = [ti for ti in fresh_run.get_task_instances() if ti.task_id == "check"]
+    assert len(checked) == 2 and all(ti.state == "success" for ti in checked)
+    assert backup_run.state == "success"
+    made = backup_run.get_task_instance("backup").xcom_pull(task_ids="backup")
+    assert made["backup_id"] and backup_run.get_task_instance("verify").xcom_pull(task_ids="verify")["ok"] is True
+    assert "lakeline" in caplog.text  # the task logs, searched below
+    outputs.append(caplog.text)
 
     # The secrets, as the stack made them; only its 0600 files hold them.
     client = info.kafka_client_env()

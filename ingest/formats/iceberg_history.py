@@ -1,0 +1,64 @@
+"""Iceberg snapshot history bounded by the running pipeline, off the commit path.
+
+Every Iceberg commit rewrites the table's `metadata.json` whole, and that file lists every snapshot the table
+keeps: about 1.3 KB each on Lakeline's tables (bench.commit_cost). A stream commits every second or so, so a table
+whose snapshots only `lakeline retain` expires (168 h by default, daily) would carry hundreds of thousands of them,
+and each commit would write hundreds of MB. So the pipeline expires its table's snapshots itself, after the first
+commit of a process and then after every EXPIRE_EVERY-th, on a thread of its own, by the table's own properties:
+`history.expire.max-snapshot-age-ms` (STREAM_MAX_SNAPSHOT_AGE_MS on tables Lakeline creates) and
+`history.expire.min-snapshots-to-keep`. Time travel reaches that far back; `lakeline retain` still removes files.
+
+Why this is safe: it only edits metadata (`cleanExpiredFiles(false)`): no data file, manifest or manifest list is
+deleted here. Files no snapshot references any more become orphans, which `lakeline retain` removes past its
+`orphan_older_than`, dry-run first, as before. The current snapshot is never expired (Iceberg's rule), and this runs
+right after the pipeline's own commit, so the snapshot holding its newest commit record (its resume offsets) is
+seconds old and kept. The expiry is one Iceberg commit through the same (fencing) catalog as the stream's: a
+conflict with the stream's next append is retried by whichever commits second, and a fenced-out driver's is
+refused like its appends. A table that does not set the max age (one made by an earlier release, or elsewhere) is
+left alone: conf/README.md gives the ALTER that hands it over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ingest.formats.background import EveryNCommits
+
+MAX_SNAPSHOT_AGE_KEY = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS_KEY = "history.expire.min-snapshots-to-keep"
+STREAM_MAX_SNAPSHOT_AGE_MS = 6 * 3600 * 1000  # on tables Lakeline creates: 6 h of time travel
+STREAM_MIN_SNAPSHOTS = 100
+EXPIRE_EVERY = 100  # commits by this process between two expiries
+
+
+def takes_over(table_max_age: str | None) -> bool:
+    """Whether the pipeline expires a table's snapshots: only where the table sets its own max snapshot age (tables
+    Lakeline creates do); Iceberg's 5-day default on a stream's table is not a choice anyone made."""
+    if table_max_age is None:
+        return False
+    try:
+        return int(table_max_age) > 0
+    except ValueError:
+        return False
+
+
+class SnapshotExpirer(EveryNCommits):
+    """Runs `expire()` (which returns how many snapshots it expired) on the EveryNCommits cadence."""
+
+    what = "snapshot expiry"
+    consequence = "The table keeps more snapshots until then: each commit writes a larger metadata.json."
+
+    def __init__(self, name: str, expire: Callable[[], int], every: int = EXPIRE_EVERY):
+        super().__init__(name, every)
+        from py4j.protocol import Py4JError
+
+        self.retryable = (Py4JError, OSError)
+        self._expire = expire
+
+    def _work(self) -> int:
+        return self._expire()
+
+    @property
+    def expired(self) -> int:
+        """Snapshots expired by this process so far."""
+        return sum(int(result) for result, _ in self.done)
