@@ -54,14 +54,19 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _fill_history(table, snapshots: int) -> None:
-    """Give an Iceberg table `snapshots` more (empty) snapshots in one transaction: one metadata.json write."""
+PADDING = "x" * 600  # a filler snapshot then weighs in metadata.json what a pipeline's does (about 1.4 KB)
+
+
+def _fill_history(table, snapshots: int, per_transaction: int = 1000) -> None:
+    """Give an Iceberg table `snapshots` more (empty) snapshots, `per_transaction` to a metadata.json write (a
+    transaction keeps every change it made in memory: one of 8,000 filled the driver's heap)."""
     java_table = table._java_table()  # noqa: SLF001 - measuring the table's own metadata
-    java_table.refresh()
-    transaction = java_table.newTransaction()
-    for i in range(snapshots):
-        transaction.newFastAppend().set("bench.filler", str(i)).commit()
-    transaction.commitTransaction()
+    for first in range(0, snapshots, per_transaction):
+        java_table.refresh()
+        transaction = java_table.newTransaction()
+        for i in range(first, min(snapshots, first + per_transaction)):
+            transaction.newFastAppend().set("bench.filler", f"{i}:{PADDING}").commit()
+        transaction.commitTransaction()
     table.spark.sql(f"REFRESH TABLE {table.identifier}")
 
 

@@ -109,6 +109,11 @@ class LakeTable(ABC):
         """This pipeline's commit records, oldest first, on the table's current lineage of versions/snapshots."""
 
     @abstractmethod
+    def history_complete(self) -> bool:
+        """Whether the table still keeps its first version/snapshot: `commits()` then starts at the pipeline's
+        first commit. Expired history (Iceberg snapshots past their max age, Delta's cleaned-up log) starts later."""
+
+    @abstractmethod
     def last_commit(self) -> CommitRecord | None:
         """This pipeline's newest commit record (what `commits()[-1]` gives), read as cheaply as the format can."""
 

@@ -270,6 +270,11 @@ class DeltaLakeTable(LakeTable):
     def commits(self) -> list[CommitRecord]:
         return [record for _, record in self._records(None)]
 
+    def history_complete(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.spark, self.location).history().agg({"version": "min"}).first()[0] == 0
+
     def last_commit(self) -> CommitRecord | None:
         # The pipeline's newest commit is nearly always among the last few (compaction and retention commits
         # interleave rarely), so widen only when it is not.

@@ -12,6 +12,8 @@ from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
                             fence_property, java_raised, utc_from_millis)
+from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MIN_SNAPSHOTS_KEY, STREAM_MAX_SNAPSHOT_AGE_MS,
+                                            STREAM_MIN_SNAPSHOTS, SnapshotExpirer, takes_over)
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
@@ -146,6 +148,8 @@ class IcebergLakeTable(LakeTable):
         super().__init__(spark, identifier, schema, partitioning, pipeline)
         self.identifier = identifier
         self.display_name = f"iceberg:{identifier}"
+        # Set by ensure() where the pipeline bounds the snapshot history (ingest.formats.iceberg_history).
+        self.snapshot_expiry: SnapshotExpirer | None = None
 
     @property
     def _names(self) -> tuple[str, str, str]:
@@ -162,8 +166,27 @@ class IcebergLakeTable(LakeTable):
             f"CREATE TABLE IF NOT EXISTS {self.identifier} ({ddl_columns(self.schema)}) USING iceberg{partitioned} "
             "TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet', "
             "'commit.retry.num-retries'='10', 'write.metadata.delete-after-commit.enabled'='true', "
-            "'write.metadata.previous-versions-max'='100')")
+            f"'write.metadata.previous-versions-max'='100', '{MAX_SNAPSHOT_AGE_KEY}'='{STREAM_MAX_SNAPSHOT_AGE_MS}', "
+            f"'{MIN_SNAPSHOTS_KEY}'='{STREAM_MIN_SNAPSHOTS}')")
         self._settle_partitioning()
+        self._start_snapshot_expiry()
+
+    def _start_snapshot_expiry(self) -> None:
+        """The running pipeline bounds the table's snapshot history where the table sets its max snapshot age
+        (see ingest.formats.iceberg_history)."""
+        table = self._java_table()
+        self.snapshot_expiry = (SnapshotExpirer(self.identifier.rsplit(".", 1)[-1], self.expire_snapshots)
+                                if takes_over(table.properties().get(MAX_SNAPSHOT_AGE_KEY)) else None)
+
+    def expire_snapshots(self) -> int:
+        """Expire the snapshots past the table's own max snapshot age (keeping its min-snapshots-to-keep), as
+        metadata only: no file is deleted (see ingest.formats.iceberg_history). Returns how many it expired."""
+        table = self._java_table()
+        table.refresh()
+        before = table.snapshots().size()
+        table.expireSnapshots().cleanExpiredFiles(False).commit()
+        table.refresh()
+        return before - table.snapshots().size()
 
     def _settle_partitioning(self) -> None:
         """Check the table's partition spec is the declared one (ConfigError naming both if not), and give its
@@ -192,6 +215,12 @@ class IcebergLakeTable(LakeTable):
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
         # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
         frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
+        if self.snapshot_expiry is not None:
+            self.snapshot_expiry.committed()
+
+    def close(self, timeout: float = 30) -> None:
+        if self.snapshot_expiry is not None:
+            self.snapshot_expiry.wait(timeout)
 
     def commits(self) -> list[CommitRecord]:
         # Snapshots on the current lineage (rolled-back branches excluded), oldest first.
@@ -202,6 +231,13 @@ class IcebergLakeTable(LakeTable):
             f"ORDER BY h.made_current_at, s.committed_at").collect()
         records = [CommitRecord.from_json(row["record"]) for row in rows]
         return [r for r in records if r is not None and r.pipeline == self.pipeline]
+
+    def history_complete(self) -> bool:
+        ident = self.identifier
+        first, kept = self.spark.sql(
+            f"SELECT count_if(s.parent_id IS NULL), count(*) FROM {ident}.snapshots s JOIN {ident}.history h "
+            "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor").first()
+        return first > 0 or kept == 0  # no snapshot yet: nothing has expired
 
     def _java_table(self):
         jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j

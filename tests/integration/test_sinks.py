@@ -200,3 +200,60 @@ def test_delta_log_checkpoints_are_written_by_lakeline_off_the_commit_path(spark
     spark.createDataFrame([], plain.schema).write.format("delta").save(plain.location)
     plain.ensure()
     assert plain.log_checkpoints is None
+
+
+def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path(spark, settings):
+    """A table Lakeline creates carries its max snapshot age, and the pipeline expires past it in the background
+    (here 1 s, keeping 3, every 4th commit): the history stays bounded while every row, data file, manifest list and
+    the newest commit record stay; the ranges kept still chain; a table without the property is left alone."""
+    import time
+    from datetime import datetime, UTC
+
+    from ingest.commits import CommitRecord
+    from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MIN_SNAPSHOTS_KEY, STREAM_MAX_SNAPSHOT_AGE_MS,
+                                                SnapshotExpirer)
+    from ingest.reconcile import check_ranges
+
+    config = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_hist_{uuid.uuid4().hex[:6]}"))
+    _, dead = tables_for(spark, config, settings)
+    dead.ensure()
+    props = dict(spark.sql(f"SHOW TBLPROPERTIES {dead.identifier}").collect())
+    assert props[MAX_SNAPSHOT_AGE_KEY] == str(STREAM_MAX_SNAPSHOT_AGE_MS) and dead.snapshot_expiry is not None
+    spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_SNAPSHOT_AGE_KEY}'='1000', "
+              f"'{MIN_SNAPSHOTS_KEY}'='3')")
+    dead.snapshot_expiry = SnapshotExpirer("t", dead.expire_snapshots, every=4)
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+    records = [CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
+               for batch in range(13)]
+    bucket, prefix = split_s3_uri(dead._location())  # noqa: SLF001
+    s3 = s3_client(settings)
+
+    def objects() -> set[str]:
+        return {o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+                for o in page.get("Contents", [])}
+
+    for record in records:
+        dead.append(rows, record)
+        dead.snapshot_expiry.wait(60)
+        time.sleep(0.4)  # the snapshots of earlier commits age past the 1 s max age
+    written = objects()
+    dead.append(rows, CommitRecord(config.pipeline, "L1", 13, {("orders", 0): 13}, {("orders", 0): 14}, 0, 1))
+    dead.snapshot_expiry.wait(60)  # the 14th commit: no expiry due (every 4th: 1, 5, 9, 13)
+    assert dead.snapshot_expiry.failures == 0 and len(dead.snapshot_expiry.done) == 4
+    assert dead.snapshot_expiry.expired >= 6, dead.snapshot_expiry.done
+    snapshots = spark.sql(f"SELECT count(*) FROM {dead.identifier}.snapshots").first()[0]
+    assert snapshots == 14 - dead.snapshot_expiry.expired  # the appends', less the expired
+    assert not dead.history_complete()
+    assert dead.read().count() == 14  # every row
+    assert written <= objects()  # metadata only: no data file, manifest or manifest list deleted
+    kept = dead.commits()
+    assert kept[-1] == dead.last_commit() and kept[-1].batch_id == 13 and len(kept) < 14
+    assert check_ranges(kept, {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
+
+    other = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_hist_{uuid.uuid4().hex[:6]}"))
+    _, plain = tables_for(spark, other, settings)
+    plain.ensure()
+    spark.sql(f"ALTER TABLE {plain.identifier} UNSET TBLPROPERTIES ('{MAX_SNAPSHOT_AGE_KEY}')")  # as made elsewhere
+    plain.ensure()
+    assert plain.snapshot_expiry is None and plain.history_complete()

@@ -117,6 +117,16 @@ def test_ranges_contiguous_and_gaps_detected():
     assert not non_overlapping and "overlap" in problems[0]
 
 
+def test_expired_history_may_start_after_the_oldest_offset_but_must_still_chain():
+    kept = [record({0: 40}, batch=7, start={(T, 0): 30}), record({0: 55}, batch=8, start={(T, 0): 40})]
+    contiguous, _, problems = check_ranges(kept, {(T, 0): 0})  # the whole history: batch 7 cannot start at 30
+    assert not contiguous and "batch 7 starts at 30" in problems[0]
+    assert check_ranges(kept, {(T, 0): 0}, history_complete=False) == (True, True, [])
+    gap = kept + [record({0: 70}, batch=9, start={(T, 0): 60})]
+    contiguous, _, problems = check_ranges(gap, {(T, 0): 0}, history_complete=False)
+    assert not contiguous and "batch 9 starts at 60" in problems[0]
+
+
 def test_commit_record_round_trip_and_foreign_metadata():
     rec = CommitRecord("p", "L", 3, {(T, 0): 1}, {(T, 0): 9, ("x", 2): 4}, 7, 1)
     assert CommitRecord.from_json(rec.to_json()) == rec
