@@ -12,8 +12,9 @@ from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, ddl_columns,
                             fence_property, java_raised, utc_from_millis)
-from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MIN_SNAPSHOTS_KEY, STREAM_MAX_SNAPSHOT_AGE_MS,
-                                            STREAM_MIN_SNAPSHOTS, SnapshotExpirer, takes_over)
+from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
+                                            STREAM_MAX_SNAPSHOT_AGE_MS, STREAM_MAX_SNAPSHOTS, STREAM_MIN_SNAPSHOTS,
+                                            SnapshotExpirer, expiry_cutoff_ms, history_limits, takes_over)
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class IcebergLakeTable(LakeTable):
             "TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet', "
             "'commit.retry.num-retries'='10', 'write.metadata.delete-after-commit.enabled'='true', "
             f"'write.metadata.previous-versions-max'='100', '{MAX_SNAPSHOT_AGE_KEY}'='{STREAM_MAX_SNAPSHOT_AGE_MS}', "
-            f"'{MIN_SNAPSHOTS_KEY}'='{STREAM_MIN_SNAPSHOTS}')")
+            f"'{MIN_SNAPSHOTS_KEY}'='{STREAM_MIN_SNAPSHOTS}', '{MAX_SNAPSHOTS_KEY}'='{STREAM_MAX_SNAPSHOTS}')")
         self._settle_partitioning()
         self._start_snapshot_expiry()
 
@@ -181,10 +182,18 @@ class IcebergLakeTable(LakeTable):
     def expire_snapshots(self) -> int:
         """Expire the snapshots past the table's own max snapshot age (keeping its min-snapshots-to-keep), as
         metadata only: no file is deleted (see ingest.formats.iceberg_history). Returns how many it expired."""
+        import time
+
         table = self._java_table()
         table.refresh()
+        max_age, keep_at_least, max_count = history_limits(dict(table.properties()))
         before = table.snapshots().size()
-        table.expireSnapshots().cleanExpiredFiles(False).commit()
+        nth_newest = None
+        if max_count and before > max_count:
+            nth_newest = self.spark.sql(f"SELECT unix_millis(committed_at) FROM {self.identifier}.snapshots "
+                                        f"ORDER BY committed_at DESC LIMIT 1 OFFSET {max_count - 1}").first()[0]
+        cutoff = expiry_cutoff_ms(int(time.time() * 1000), max_age, nth_newest)
+        table.expireSnapshots().expireOlderThan(cutoff).retainLast(keep_at_least).cleanExpiredFiles(False).commit()
         table.refresh()
         return before - table.snapshots().size()
 

@@ -204,14 +204,15 @@ def test_delta_log_checkpoints_are_written_by_lakeline_off_the_commit_path(spark
 
 def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path(spark, settings):
     """A table Lakeline creates carries its max snapshot age, and the pipeline expires past it in the background
-    (here 1 s, keeping 3, every 4th commit): the history stays bounded while every row, data file, manifest list and
-    the newest commit record stay; the ranges kept still chain; a table without the property is left alone."""
+    (here 1 s, keeping 3, every 4th commit) and its max snapshot count: the history stays bounded while every row,
+    data file, manifest list and the newest commit record stay; the ranges kept still chain; a table without the
+    property is left alone."""
     import time
     from datetime import datetime, UTC
 
     from ingest.commits import CommitRecord
-    from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MIN_SNAPSHOTS_KEY, STREAM_MAX_SNAPSHOT_AGE_MS,
-                                                SnapshotExpirer)
+    from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
+                                                STREAM_MAX_SNAPSHOT_AGE_MS, STREAM_MAX_SNAPSHOTS, SnapshotExpirer)
     from ingest.reconcile import check_ranges
 
     config = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_hist_{uuid.uuid4().hex[:6]}"))
@@ -219,6 +220,7 @@ def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path
     dead.ensure()
     props = dict(spark.sql(f"SHOW TBLPROPERTIES {dead.identifier}").collect())
     assert props[MAX_SNAPSHOT_AGE_KEY] == str(STREAM_MAX_SNAPSHOT_AGE_MS) and dead.snapshot_expiry is not None
+    assert props[MAX_SNAPSHOTS_KEY] == str(STREAM_MAX_SNAPSHOTS)
     spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_SNAPSHOT_AGE_KEY}'='1000', "
               f"'{MIN_SNAPSHOTS_KEY}'='3')")
     dead.snapshot_expiry = SnapshotExpirer("t", dead.expire_snapshots, every=4)
@@ -250,6 +252,16 @@ def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path
     kept = dead.commits()
     assert kept[-1] == dead.last_commit() and kept[-1].batch_id == 13 and len(kept) < 14
     assert check_ranges(kept, {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
+
+    # The count cap: with a long max age, the newest 4 snapshots stay (what a fast stream's table needs)
+    spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_SNAPSHOT_AGE_KEY}'='21600000', "
+              f"'{MAX_SNAPSHOTS_KEY}'='4')")
+    for batch in range(14, 17):
+        dead.append(rows, CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch},
+                                       {("orders", 0): batch + 1}, 0, 1))
+    dead.snapshot_expiry.wait(60)  # the 17th commit: due
+    assert spark.sql(f"SELECT count(*) FROM {dead.identifier}.snapshots").first()[0] == 4
+    assert dead.read().count() == 17 and dead.last_commit().batch_id == 16
 
     other = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_hist_{uuid.uuid4().hex[:6]}"))
     _, plain = tables_for(spark, other, settings)

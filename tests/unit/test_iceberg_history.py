@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from py4j.protocol import Py4JError
 
-from ingest.formats.iceberg_history import SnapshotExpirer, takes_over
+from ingest.errors import ConfigError
+from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
+                                            SnapshotExpirer, expiry_cutoff_ms, history_limits, takes_over)
 
 
 def test_first_commit_of_a_process_and_then_every_nth_expires():
@@ -56,3 +58,21 @@ def test_an_error_that_is_not_a_store_or_jvm_failure_is_not_swallowed():
 ])
 def test_the_pipeline_expires_only_tables_that_set_their_max_snapshot_age(value, expected):
     assert takes_over(value) is expected
+
+
+def test_the_cutoff_is_the_later_of_the_max_age_and_the_max_count():
+    now = 10_000_000
+    assert expiry_cutoff_ms(now, 3_600_000, None) == now - 3_600_000  # fewer snapshots than the cap: age only
+    assert expiry_cutoff_ms(now, 3_600_000, now - 60_000) == now - 60_000  # many recent ones: the count decides
+    assert expiry_cutoff_ms(now, 1_000, now - 60_000) == now - 1_000  # a short age expires more than the count
+
+
+def test_history_limits_read_from_the_table_properties_and_bad_values_name_the_property():
+    assert history_limits({MAX_SNAPSHOT_AGE_KEY: "21600000", MIN_SNAPSHOTS_KEY: "100", MAX_SNAPSHOTS_KEY: "2000"}
+                          ) == (21_600_000, 100, 2000)
+    assert history_limits({MAX_SNAPSHOT_AGE_KEY: "1000"}) == (1000, 1, 0)  # Iceberg's keep-1 default, no cap
+    for bad in ({MAX_SNAPSHOT_AGE_KEY: "6h"}, {MAX_SNAPSHOT_AGE_KEY: "1000", MAX_SNAPSHOTS_KEY: "-1"},
+                {MAX_SNAPSHOT_AGE_KEY: "1000", MIN_SNAPSHOTS_KEY: "0"}):
+        key = next(k for k, v in bad.items() if v in ("6h", "-1", "0"))
+        with pytest.raises(ConfigError, match=f"table property {key} is"):
+            history_limits(bad)
