@@ -81,6 +81,8 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
         # The table an earlier release made: Delta's default checkpoint interval, Spark checkpoints in the commit.
         spark.createDataFrame([], table.schema).write.format("delta").save(table.location)
     table.ensure()
+    if hasattr(table, "snapshot_expiry"):
+        table.snapshot_expiry = None  # measure the history as filled: the pipeline's expiry would trim it mid-run
     if history:
         _fill_history(table, history)
     rows = spark.createDataFrame([("bench_commit", 0, i, None, None, b"x" * 200, "malformed_json", "d",
@@ -133,6 +135,7 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
         metadata = str(java_table.operations().current().metadataFileLocation())
         result["metadata_json_kb"] = round(fs.getFileStatus(jvm.org.apache.hadoop.fs.Path(metadata)).getLen() / 1024)
         result["manifests"] = int(java_table.currentSnapshot().allManifests(java_table.io()).size())
+        result["snapshots"] = int(java_table.snapshots().size())
     table.drop()
     return result
 
@@ -174,7 +177,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{r.get('log_checkpoint_median_s', '-')} |" for r in results]
     detail = [f"- {r['variant']}: typical commit {r['requests_typical']}"
               + (f"; a slow commit {r['requests_slow_commit']}" if r["requests_slow_commit"] else "")
-              + (f"; metadata.json {r['metadata_json_kb']} KB, {r['manifests']} manifests at the end"
+              + (f"; metadata.json {r['metadata_json_kb']} KB, {r['manifests']} manifests, {r['snapshots']} snapshots "
+                 "at the end"
                  if "metadata_json_kb" in r else "") for r in results]
     print("\n".join(table + [""] + detail))
     if not args.no_write:

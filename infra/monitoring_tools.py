@@ -1,7 +1,7 @@
 """Prometheus's own tools for checking Lakeline's monitoring artifacts: `promtool` (the rule parser and the rule
-unit-test runner) and the Pushgateway, taken from Debian's packages (`apt-get download`, no install, no root
-needed to unpack) into .lakeline/tools/prometheus. Used by tests/integration/test_monitoring_tools.py; about 23 MB,
-once.
+unit-test runner), the Prometheus server and the Pushgateway, taken from Debian's packages (`apt-get download`, no
+install, no root needed to unpack) into .lakeline/tools/prometheus. Used by tests/integration/test_monitoring_tools.py;
+about 23 MB, once.
 
     .venv/bin/python -m infra.monitoring_tools     # fetch them (idempotent) and print their paths
 """
@@ -17,13 +17,17 @@ from pathlib import Path
 from infra.paths import REPO_ROOT
 from infra.procs import ComponentError
 
-PACKAGES = ("prometheus", "prometheus-pushgateway")  # promtool ships in the prometheus package
+PACKAGES = ("prometheus", "prometheus-pushgateway")  # promtool ships with the server
 
 
 @dataclass(frozen=True)
 class PrometheusTools:
     promtool: Path
+    prometheus: Path
     pushgateway: Path
+
+    def all(self) -> tuple[Path, ...]:
+        return self.promtool, self.prometheus, self.pushgateway
 
 
 def tools_dir() -> Path:
@@ -33,13 +37,15 @@ def tools_dir() -> Path:
 def prometheus_tools() -> PrometheusTools:
     """The tools, fetched from Debian's archive the first time. ComponentError says why when they cannot be."""
     root = tools_dir()
-    tools = PrometheusTools(root / "usr" / "bin" / "promtool", root / "usr" / "bin" / "prometheus-pushgateway")
-    if tools.promtool.exists() and tools.pushgateway.exists():
+    bin_dir = root / "usr" / "bin"
+    tools = PrometheusTools(bin_dir / "promtool", bin_dir / "prometheus", bin_dir / "prometheus-pushgateway")
+    if all(path.exists() for path in tools.all()):
         return tools
     for needed in ("apt-get", "dpkg-deb"):
         if shutil.which(needed) is None:
             raise ComponentError(f"fetching Prometheus's tools needs {needed} (a Debian or Ubuntu machine); on "
-                                 f"another system put promtool and prometheus-pushgateway under {root / 'usr/bin'}")
+                                 f"another system put promtool, prometheus and prometheus-pushgateway under "
+                                 f"{bin_dir}")
     with tempfile.TemporaryDirectory(prefix="lakeline-debs-") as work:
         done = subprocess.run(["apt-get", "download", *PACKAGES], cwd=work, capture_output=True, text=True,
                               timeout=600)
@@ -57,11 +63,12 @@ def prometheus_tools() -> PrometheusTools:
                 raise ComponentError(f"dpkg-deb -x {deb.name} failed: {unpacked.stderr.strip()[-800:]}")
         shutil.rmtree(root, ignore_errors=True)
         staging.rename(root)  # all or nothing: a half-unpacked folder is never taken for the tools
-    if not (tools.promtool.exists() and tools.pushgateway.exists()):
-        raise ComponentError(f"the packages {', '.join(PACKAGES)} did not hold promtool and prometheus-pushgateway")
+    if not all(path.exists() for path in tools.all()):
+        raise ComponentError(f"the packages {', '.join(PACKAGES)} did not hold promtool, prometheus and "
+                             "prometheus-pushgateway")
     return tools
 
 
 if __name__ == "__main__":
     found = prometheus_tools()
-    print(f"promtool: {found.promtool}\npushgateway: {found.pushgateway}")
+    print(f"promtool: {found.promtool}\nprometheus: {found.prometheus}\npushgateway: {found.pushgateway}")

@@ -271,9 +271,9 @@ class DeltaLakeTable(LakeTable):
         return [record for _, record in self._records(None)]
 
     def history_complete(self) -> bool:
-        from delta.tables import DeltaTable
+        from ingest.adapters.hadoop_fs import HadoopFS
 
-        return DeltaTable.forPath(self.spark, self.location).history().agg({"version": "min"}).first()[0] == 0
+        return HadoopFS(self.spark).exists(f"{self.location}/_delta_log/{0:020d}.json")  # log cleanup removes it
 
     def last_commit(self) -> CommitRecord | None:
         # The pipeline's newest commit is nearly always among the last few (compaction and retention commits

@@ -180,8 +180,9 @@ class IcebergLakeTable(LakeTable):
                                 if takes_over(table.properties().get(MAX_SNAPSHOT_AGE_KEY)) else None)
 
     def expire_snapshots(self) -> int:
-        """Expire the snapshots past the table's own max snapshot age (keeping its min-snapshots-to-keep), as
-        metadata only: no file is deleted (see ingest.formats.iceberg_history). Returns how many it expired."""
+        """Expire the snapshots past the table's own limits (max age, max count), keeping its min-snapshots-to-keep
+        and never the snapshot that holds this pipeline's newest commit record; metadata only, no file is deleted
+        (see ingest.formats.iceberg_history). Returns how many it expired."""
         import time
 
         table = self._java_table()
@@ -190,9 +191,13 @@ class IcebergLakeTable(LakeTable):
         before = table.snapshots().size()
         nth_newest = None
         if max_count and before > max_count:
-            nth_newest = self.spark.sql(f"SELECT unix_millis(committed_at) FROM {self.identifier}.snapshots "
-                                        f"ORDER BY committed_at DESC LIMIT 1 OFFSET {max_count - 1}").first()[0]
+            row = self.spark.sql(f"SELECT unix_millis(committed_at) FROM {self.identifier}.snapshots "
+                                 f"ORDER BY committed_at DESC LIMIT 1 OFFSET {max_count - 1}").first()
+            nth_newest = row[0] if row is not None else None  # Spark's view lagged the table's: age only this time
         cutoff = expiry_cutoff_ms(int(time.time() * 1000), max_age, nth_newest)
+        _, holding = self._newest_record_snapshot(table)
+        if holding is not None:  # expireOlderThan keeps a snapshot committed at the cutoff itself
+            cutoff = min(cutoff, int(holding.timestampMillis()))
         table.expireSnapshots().expireOlderThan(cutoff).retainLast(keep_at_least).cleanExpiredFiles(False).commit()
         table.refresh()
         return before - table.snapshots().size()
@@ -258,14 +263,19 @@ class IcebergLakeTable(LakeTable):
         job, which in a driver that has just started is most of a restart's table reading."""
         table = self._java_table()
         table.refresh()  # Spark's catalog caches tables: read the catalog's current metadata
+        return self._newest_record_snapshot(table)[0]
+
+    def _newest_record_snapshot(self, table):
+        """(this pipeline's newest commit record, the JVM snapshot holding it), or (None, None): walked from the
+        current snapshot through its parents."""
         snapshot = table.currentSnapshot()
         while snapshot is not None:
             record = CommitRecord.from_json(snapshot.summary().get(COMMIT_KEY))
             if record is not None and record.pipeline == self.pipeline:
-                return record
+                return record, snapshot
             parent = snapshot.parentId()
             snapshot = table.snapshot(parent) if parent is not None else None  # None: expired
-        return None
+        return None, None
 
     def last_commit_time(self) -> datetime | None:
         rows = self.spark.sql(

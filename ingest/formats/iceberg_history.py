@@ -13,20 +13,24 @@ for a stream committing every second. `lakeline retain` still removes files.
 
 Why this is safe: it only edits metadata (`cleanExpiredFiles(false)`): no data file, manifest or manifest list is
 deleted here. Files no snapshot references any more become orphans, which `lakeline retain` removes past its
-`orphan_older_than`, dry-run first, as before. The current snapshot is never expired (Iceberg's rule), and this runs
-right after the pipeline's own commit, so the snapshot holding its newest commit record (its resume offsets) is
-seconds old and kept. The expiry is one Iceberg commit through the same (fencing) catalog as the stream's: a
-conflict with the stream's next append is retried by whichever commits second, and a fenced-out driver's is
-refused like its appends. A table that does not set the max age (one made by an earlier release, or elsewhere) is
-left alone: conf/README.md gives the ALTER that hands it over.
+`orphan_older_than`, dry-run first, as before. The current snapshot is never expired (Iceberg's rule), and the
+cutoff stops at the snapshot holding the pipeline's newest commit record (its resume offsets), as retention's does.
+The expiry is one Iceberg commit through the same catalog as the stream's: a conflict with the stream's next append
+is retried by whichever commits second. It carries no commit record, so the fence lets a fenced-out driver's expiry
+through: it expires only what the table's limits allow and keeps the newest commit record, whoever wrote it. A table
+that does not set the max age (one made by an earlier release, or elsewhere) is left alone: conf/README.md gives the
+ALTER that hands it over.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from ingest.errors import ConfigError
 from ingest.formats.background import EveryNCommits
+
+log = logging.getLogger(__name__)
 
 MAX_SNAPSHOT_AGE_KEY = "history.expire.max-snapshot-age-ms"
 MIN_SNAPSHOTS_KEY = "history.expire.min-snapshots-to-keep"
@@ -62,6 +66,9 @@ def history_limits(properties: Mapping[str, str]) -> tuple[int, int, int]:
             raise ConfigError(f"the table property {key} is {raw!r}: set a positive whole number with ALTER TABLE "
                               f"... SET TBLPROPERTIES ('{key}' = '...')") from None
         values.append(value)
+    if values[2] and values[1] > values[2]:
+        log.warning("the table property %s (%d) is above %s (%d): at least %d snapshots are kept", MIN_SNAPSHOTS_KEY,
+                    values[1], MAX_SNAPSHOTS_KEY, values[2], values[1])
     return values[0], values[1], values[2]
 
 
@@ -81,8 +88,10 @@ class SnapshotExpirer(EveryNCommits):
     def __init__(self, name: str, expire: Callable[[], int], every: int = EXPIRE_EVERY):
         super().__init__(name, every)
         from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
 
-        self.retryable = (Py4JError, OSError, ConfigError)  # ConfigError: a table property to fix, named
+        # ConfigError: a table property to fix, named; PySparkException: the snapshots query's own errors
+        self.retryable = (Py4JError, PySparkException, OSError, ConfigError)
         self._expire = expire
 
     def _work(self) -> int:

@@ -10,6 +10,9 @@ Costs (2 cores): about 3 min per mode (a stack of its own, five Spark drivers). 
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import subprocess
 import sys
@@ -48,8 +51,7 @@ def run(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Com
                           timeout=timeout)
 
 
-def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, tmp_path, airflow_db, monkeypatch,
-                                                                     caplog):
+def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, tmp_path, airflow_db, monkeypatch):
     mode, info, env, state = secured
     conf = tmp_path / "conf" / "pipelines"  # where the DAG files look (LAKELINE_CONF_DIR/pipelines)
     conf.mkdir(parents=True)
@@ -84,17 +86,21 @@ def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, t
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("LAKELINE_CONF_DIR", str(conf.parent))
-    with caplog.at_level("INFO"):
+    logged = io.StringIO()  # the task logs: Airflow's lines and each `lakeline` command's, passed on by its task
+    with contextlib.redirect_stdout(logged), contextlib.redirect_stderr(logged):
         fresh_run = load_dag("lakeline_freshness").test()
         backup_run = load_dag(f"lakeline_checkpoint_backup__secured_{mode}_delta").test()
+    task_logs = logged.getvalue()
     assert fresh_run.state == "success", [(ti.task_id, ti.state) for ti in fresh_run.get_task_instances()]
     checked = [ti for ti in fresh_run.get_task_instances() if ti.task_id == "check"]
     assert len(checked) == 2 and all(ti.state == "success" for ti in checked)
     assert backup_run.state == "success"
     made = backup_run.get_task_instance("backup").xcom_pull(task_ids="backup")
     assert made["backup_id"] and backup_run.get_task_instance("verify").xcom_pull(task_ids="verify")["ok"] is True
-    assert "lakeline" in caplog.text  # the task logs, searched below
-    outputs.append(caplog.text)
+    # the task logs and what the tasks returned (their XComs), searched below
+    assert all(f"end task task_id={task}" in task_logs for task in ("check", "backup", "verify")), task_logs[-2000:]
+    outputs += [task_logs, json.dumps([ti.xcom_pull(task_ids="check", map_indexes=ti.map_index) for ti in checked]),
+                json.dumps(made)]
 
     # The secrets, as the stack made them; only its 0600 files hold them.
     client = info.kafka_client_env()

@@ -51,11 +51,12 @@ def _serving(url: str) -> bool:
 @pytest.fixture
 def started(tmp_path):
     """Start a loopback server (argv with {port}); yields a function returning its base URL once it answers."""
-    processes = []
+    processes, logs = [], []
 
     def start(argv: list[str], ready_path: str) -> str:
         port = free_port()
         log = open(tmp_path / f"{Path(argv[0]).name}.log", "w")
+        logs.append(log)
         process = subprocess.Popen([a.format(port=port) for a in argv], stdout=log, stderr=subprocess.STDOUT)
         processes.append(process)
         base = f"http://127.0.0.1:{port}"
@@ -68,6 +69,8 @@ def started(tmp_path):
     for process in processes:
         process.terminate()
         process.wait(30)
+    for log in logs:
+        log.close()
 
 
 def test_promtool_parses_the_rules_and_their_unit_tests_pass(tools):
@@ -119,7 +122,7 @@ def test_pushed_maintenance_figures_fire_the_alerts_in_a_real_prometheus(tools, 
         "rule_files": [str(MONITORING / "alerts.yaml")],
         "scrape_configs": [{"job_name": "pushgateway", "honor_labels": True,
                             "static_configs": [{"targets": [gateway.removeprefix("http://")]}]}]}))
-    prometheus = started([str(tools.promtool.with_name("prometheus")), f"--config.file={config}",
+    prometheus = started([str(tools.prometheus), f"--config.file={config}",
                           f"--storage.tsdb.path={tmp_path / 'tsdb'}", "--web.listen-address=127.0.0.1:{port}"],
                          "/-/ready")
     firing: list[dict] = []

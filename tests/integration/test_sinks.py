@@ -235,8 +235,11 @@ def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path
         return {o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
                 for o in page.get("Contents", [])}
 
+    manifest_lists: set[str] = set()  # of every snapshot made, expired ones included
     for record in records:
         dead.append(rows, record)
+        manifest_lists |= {row[0] for row in spark.sql(f"SELECT manifest_list FROM {dead.identifier}.snapshots")
+                           .collect()}
         dead.snapshot_expiry.wait(60)
         time.sleep(0.4)  # the snapshots of earlier commits age past the 1 s max age
     written = objects()
@@ -249,6 +252,8 @@ def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path
     assert not dead.history_complete()
     assert dead.read().count() == 14  # every row
     assert written <= objects()  # metadata only: no data file, manifest or manifest list deleted
+    # the expired snapshots' manifest lists too (cleanExpiredFiles(true) would have deleted them)
+    assert len(manifest_lists) == 13 and {m.split("://", 1)[1].split("/", 1)[1] for m in manifest_lists} <= objects()
     kept = dead.commits()
     assert kept[-1] == dead.last_commit() and kept[-1].batch_id == 13 and len(kept) < 14
     assert check_ranges(kept, {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
