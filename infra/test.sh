@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README; .ci/run calls exactly this). Set-up (idempotent), then pytest:
-#   - default: unit tests + integration tests against the real broker/moto/Spark (365 tests in 20 min 10 s on 2
+#   - default: unit tests + integration tests against the real broker/moto/Spark (384 tests in 21 min 5 s on 2
 #     cores, measured 2026-11-25)
 #   - with CI=true or LAKELINE_HEAVY=1: also the heavy suites (default + heavy: 420 tests in 59 min on 2 cores,
 #     measured 2026-11-25; then the quick benchmark of every peer and the commit-cost benchmark came back, about
