@@ -169,13 +169,14 @@ class IcebergLakeTable(LakeTable):
             "'commit.retry.num-retries'='10', 'write.metadata.delete-after-commit.enabled'='true', "
             f"'write.metadata.previous-versions-max'='100', '{MAX_SNAPSHOT_AGE_KEY}'='{STREAM_MAX_SNAPSHOT_AGE_MS}', "
             f"'{MIN_SNAPSHOTS_KEY}'='{STREAM_MIN_SNAPSHOTS}', '{MAX_SNAPSHOTS_KEY}'='{STREAM_MAX_SNAPSHOTS}')")
-        self._settle_partitioning()
-        self._start_snapshot_expiry()
+        table = self._java_table()
+        table.refresh()  # one read of the catalog's current metadata for both checks (a restart waits on them)
+        self._settle_partitioning(table)
+        self._start_snapshot_expiry(table)
 
-    def _start_snapshot_expiry(self) -> None:
+    def _start_snapshot_expiry(self, table) -> None:
         """The running pipeline bounds the table's snapshot history where the table sets its max snapshot age
         (see ingest.formats.iceberg_history)."""
-        table = self._java_table()
         self.snapshot_expiry = (SnapshotExpirer(self.identifier.rsplit(".", 1)[-1], self.expire_snapshots)
                                 if takes_over(table.properties().get(MAX_SNAPSHOT_AGE_KEY)) else None)
 
@@ -202,12 +203,10 @@ class IcebergLakeTable(LakeTable):
         table.refresh()
         return before - table.snapshots().size()
 
-    def _settle_partitioning(self) -> None:
+    def _settle_partitioning(self, table) -> None:
         """Check the table's partition spec is the declared one (ConfigError naming both if not), and give its
         fields the declared names (Spark's DDL cannot name them: a new table has Iceberg's defaults, e.g.
         `customer.id_bucket`, renamed in one metadata commit; a crash before it is mended by the next start)."""
-        table = self._java_table()
-        table.refresh()
         spec = [(str(f.name()), str(table.schema().findColumnName(f.sourceId())), str(f.transform()))
                 for f in table.spec().fields()]
         want = [(field.column, field.source, _spec_name(field)) for field in self.partitioning]
