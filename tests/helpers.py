@@ -3,6 +3,7 @@ background producer and the kill -9 loop the Kafka and Kinesis suites share."""
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import signal
@@ -12,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +99,28 @@ def load_dag(dag_id: str):
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[1] / "dags"))
     assert bag.import_errors == {}, bag.import_errors
     return bag.get_dag(dag_id)
+
+
+@contextmanager
+def captured_task_logs() -> Iterator[io.StringIO]:
+    """Everything the DAG runs inside write: stdout, stderr and every logging record at INFO and above. Airflow's
+    logging handlers keep the stream they were made with, so when an earlier test in the process configured them,
+    redirecting the streams alone misses their lines; a root handler for the duration catches them wherever they go."""
+    import logging
+
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    try:
+        with redirect_stdout(text), redirect_stderr(text):
+            yield text
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def wait_for(check, what: str, timeout: float = 180, every: float = 1.0) -> None:

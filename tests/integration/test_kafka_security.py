@@ -10,8 +10,6 @@ Costs (2 cores): about 3 min per mode (a stack of its own, five Spark drivers). 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -25,7 +23,7 @@ import yaml
 from infra import stack as local_stack
 from infra.kafka_security import make_security
 from infra.procs import ComponentError
-from tests.helpers import lakeline_json, load_dag, pipeline_dict
+from tests.helpers import captured_task_logs, lakeline_json, load_dag, pipeline_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -86,8 +84,8 @@ def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, t
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("LAKELINE_CONF_DIR", str(conf.parent))
-    logged = io.StringIO()  # the task logs: Airflow's lines and each `lakeline` command's, passed on by its task
-    with contextlib.redirect_stdout(logged), contextlib.redirect_stderr(logged):
+    # the task logs: Airflow's lines and each `lakeline` command's, passed on by its task (maintenance.tasks)
+    with captured_task_logs() as logged:
         fresh_run = load_dag("lakeline_freshness").test()
         backup_run = load_dag(f"lakeline_checkpoint_backup__secured_{mode}_delta").test()
     task_logs = logged.getvalue()
