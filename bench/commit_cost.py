@@ -8,10 +8,13 @@ Variants:
   made it: Delta-Spark writes the log checkpoint inside every tenth commit.
 - `delta, Lakeline checkpoints`: a table as Lakeline creates it now (interval 1000), whose log checkpoints the
   pipeline writes with delta-rs off the commit path (ingest.formats.delta_checkpoints).
-- `iceberg`: the Iceberg table as Lakeline creates it (manifests merged by Iceberg at 100, metadata.json
-  rewritten whole at every commit). With `--iceberg-history N ...`, once per N: the table first gets N empty
-  snapshots (one metadata write), so the commits show what a table that keeps N snapshots pays for each commit
-  (why the pipeline bounds its history: ingest.formats.iceberg_history).
+- `iceberg, merge in commit`: an Iceberg table as an earlier release made it: Iceberg merges the manifests inside
+  the commit that brings them to 100 (`commit.manifest.min-count-to-merge`).
+- `iceberg`: the Iceberg table as Lakeline creates it now: no merge in the commit; the pipeline merges the manifests
+  off the commit path (ingest.formats.iceberg_manifests), concurrently with the timed commits, as in a stream.
+  metadata.json is rewritten whole at every commit. With `--iceberg-history N ...`, once per N: the table first gets
+  N empty snapshots (one metadata write), so the commits show what a table that keeps N snapshots pays for each
+  commit (why the pipeline bounds its history: ingest.formats.iceberg_history).
 
 Rows are 10 dead-letter records per commit (the schema does not matter here: the cost per commit does). The cold
 read is `count()` in the same JVM after Delta's log cache is cleared (Iceberg: the catalog's cached table
@@ -74,15 +77,19 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
     from ingest.commits import CommitRecord
     from ingest.formats import tables_for
 
-    fmt = "iceberg" if variant == "iceberg" else "delta"
+    fmt = "iceberg" if variant.startswith("iceberg") else "delta"
     config = orders_pipeline(f"bench_commit_{fmt}_{uuid.uuid4().hex[:6]}", fmt, "bench_commit")
     _, table = tables_for(spark, config, settings)
     if variant == "delta-spark":
         # The table an earlier release made: Delta's default checkpoint interval, Spark checkpoints in the commit.
         spark.createDataFrame([], table.schema).write.format("delta").save(table.location)
     table.ensure()
-    if hasattr(table, "snapshot_expiry"):
+    if fmt == "iceberg":
         table.snapshot_expiry = None  # measure the history as filled: the pipeline's expiry would trim it mid-run
+    if variant == "iceberg-merge-in-commit":
+        spark.sql(f"ALTER TABLE {table.identifier} SET TBLPROPERTIES ('commit.manifest-merge.enabled'='true')")
+        spark.sql(f"ALTER TABLE {table.identifier} UNSET TBLPROPERTIES ('lakeline.manifests.max-count')")
+        table.manifest_merge = None
     if history:
         _fill_history(table, history)
     rows = spark.createDataFrame([("bench_commit", 0, i, None, None, b"x" * 200, "malformed_json", "d",
@@ -102,6 +109,9 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
     checkpointer = getattr(table, "log_checkpoints", None)
     if checkpointer is not None:
         checkpointer.wait(120)
+    merger = getattr(table, "manifest_merge", None)
+    if merger is not None:
+        merger.wait(120)
     cold = []
     for _ in range(3):
         if fmt == "delta":
@@ -136,15 +146,26 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
         result["metadata_json_kb"] = round(fs.getFileStatus(jvm.org.apache.hadoop.fs.Path(metadata)).getLen() / 1024)
         result["manifests"] = int(java_table.currentSnapshot().allManifests(java_table.io()).size())
         result["snapshots"] = int(java_table.snapshots().size())
+        if merger is not None:
+            merged = [(replaced, seconds) for replaced, seconds in merger.done if replaced]
+            result["manifest_merges"] = len(merged)
+            result["manifest_merge_median_s"] = (round(statistics.median(s for _, s in merged), 3) if merged
+                                                 else None)
     table.drop()
     return result
+
+
+def _merges(result: dict) -> str:
+    if "manifest_merges" not in result:
+        return "-"
+    return f"{result['manifest_merge_median_s']} ({result['manifest_merges']}x)" if result["manifest_merges"] else "0x"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=100, help="appends per variant (default 100)")
-    parser.add_argument("--variants", nargs="+", default=["delta-spark", "delta-lakeline", "iceberg"],
-                        choices=["delta-spark", "delta-lakeline", "iceberg"])
+    variants = ["delta-spark", "delta-lakeline", "iceberg-merge-in-commit", "iceberg"]
+    parser.add_argument("--variants", nargs="+", default=variants, choices=variants)
     parser.add_argument("--iceberg-history", type=int, nargs="+", default=[0], metavar="N",
                         help="run the iceberg variant once per N, on a table that already keeps N snapshots "
                              "(default 0)")
@@ -169,12 +190,12 @@ def main(argv: list[str] | None = None) -> None:
     spark.stop()
 
     table = ["| variant | commit median s | p90 s | p99 s | max s | slow commits (> 2x median) | slow commit median s "
-             "| requests per commit (median) | cold read s | log checkpoint s |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| requests per commit (median) | cold read s | log checkpoint s | manifest merge s (off the commit) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     table += [f"| {r['variant']} | {r['commit_median_s']} | {r['commit_p90_s']} | {r['commit_p99_s']} | "
               f"{r['commit_max_s']} | {r['slow_commits']} | {r['slow_commit_median_s'] or '-'} | "
               f"{r['requests_per_commit_median']} | {r['cold_read_median_s']} | "
-              f"{r.get('log_checkpoint_median_s', '-')} |" for r in results]
+              f"{r.get('log_checkpoint_median_s', '-')} | {_merges(r)} |" for r in results]
     detail = [f"- {r['variant']}: typical commit {r['requests_typical']}"
               + (f"; a slow commit {r['requests_slow_commit']}" if r["requests_slow_commit"] else "")
               + (f"; metadata.json {r['metadata_json_kb']} KB, {r['manifests']} manifests, {r['snapshots']} snapshots "

@@ -5,6 +5,7 @@ read. Tables live in the shared JDBC/SQL catalog that Spark and pyiceberg both r
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,8 @@ from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableF
 from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
                                             STREAM_MAX_SNAPSHOT_AGE_MS, STREAM_MAX_SNAPSHOTS, STREAM_MIN_SNAPSHOTS,
                                             SnapshotExpirer, expiry_cutoff_ms, history_limits, takes_over)
+from ingest.formats.iceberg_manifests import (MAX_MANIFESTS_KEY, MERGE_ENABLED_KEY, STREAM_MAX_MANIFESTS,
+                                              ManifestMerger, check_every, max_manifests)
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
@@ -149,8 +152,13 @@ class IcebergLakeTable(LakeTable):
         super().__init__(spark, identifier, schema, partitioning, pipeline)
         self.identifier = identifier
         self.display_name = f"iceberg:{identifier}"
-        # Set by ensure() where the pipeline bounds the snapshot history (ingest.formats.iceberg_history).
+        # Set by ensure() where the pipeline bounds the snapshot history (ingest.formats.iceberg_history) and merges
+        # the manifests (ingest.formats.iceberg_manifests).
         self.snapshot_expiry: SnapshotExpirer | None = None
+        self.manifest_merge: ManifestMerger | None = None
+        # The stream's appends and the upkeep's commits take turns: a commit that lost the catalog's swap to the
+        # other would retry after a 100 ms back-off and redo its metadata, in the stream's batch or beside it.
+        self._commit_turn = threading.Lock()
 
     @property
     def _names(self) -> tuple[str, str, str]:
@@ -168,17 +176,23 @@ class IcebergLakeTable(LakeTable):
             "TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet', "
             "'commit.retry.num-retries'='10', 'write.metadata.delete-after-commit.enabled'='true', "
             f"'write.metadata.previous-versions-max'='100', '{MAX_SNAPSHOT_AGE_KEY}'='{STREAM_MAX_SNAPSHOT_AGE_MS}', "
-            f"'{MIN_SNAPSHOTS_KEY}'='{STREAM_MIN_SNAPSHOTS}', '{MAX_SNAPSHOTS_KEY}'='{STREAM_MAX_SNAPSHOTS}')")
+            f"'{MIN_SNAPSHOTS_KEY}'='{STREAM_MIN_SNAPSHOTS}', '{MAX_SNAPSHOTS_KEY}'='{STREAM_MAX_SNAPSHOTS}', "
+            f"'{MERGE_ENABLED_KEY}'='false', '{MAX_MANIFESTS_KEY}'='{STREAM_MAX_MANIFESTS}')")
         table = self._java_table()
-        table.refresh()  # one read of the catalog's current metadata for both checks (a restart waits on them)
+        table.refresh()  # one read of the catalog's current metadata for every check (a restart waits on them)
         self._settle_partitioning(table)
-        self._start_snapshot_expiry(table)
+        self._start_upkeep(table)
 
-    def _start_snapshot_expiry(self, table) -> None:
+    def _start_upkeep(self, table) -> None:
         """The running pipeline bounds the table's snapshot history where the table sets its max snapshot age
-        (see ingest.formats.iceberg_history)."""
-        self.snapshot_expiry = (SnapshotExpirer(self.identifier.rsplit(".", 1)[-1], self.expire_snapshots)
-                                if takes_over(table.properties().get(MAX_SNAPSHOT_AGE_KEY)) else None)
+        (ingest.formats.iceberg_history), and merges its manifests where it sets lakeline.manifests.max-count
+        (ingest.formats.iceberg_manifests; a bad value is a ConfigError naming it, before the first batch)."""
+        properties = dict(table.properties())
+        name = self.identifier.rsplit(".", 1)[-1]
+        self.snapshot_expiry = (SnapshotExpirer(name, self.expire_snapshots)
+                                if takes_over(properties.get(MAX_SNAPSHOT_AGE_KEY)) else None)
+        limit = max_manifests(properties)
+        self.manifest_merge = ManifestMerger(name, self.merge_manifests, check_every(limit)) if limit else None
 
     def expire_snapshots(self) -> int:
         """Expire the snapshots past the table's own limits (max age, max count), keeping its min-snapshots-to-keep
@@ -199,9 +213,33 @@ class IcebergLakeTable(LakeTable):
         _, holding = self._newest_record_snapshot(table)
         if holding is not None:  # expireOlderThan keeps a snapshot committed at the cutoff itself
             cutoff = min(cutoff, int(holding.timestampMillis()))
-        table.expireSnapshots().expireOlderThan(cutoff).retainLast(keep_at_least).cleanExpiredFiles(False).commit()
+        with self._commit_turn:
+            table.expireSnapshots().expireOlderThan(cutoff).retainLast(keep_at_least).cleanExpiredFiles(False).commit()
         table.refresh()
         return before - table.snapshots().size()
+
+    def merge_manifests(self) -> int:
+        """Merge the current snapshot's manifests once it holds lakeline.manifests.max-count of them: the merge
+        Iceberg would do inside a commit, by its RewriteManifests on the driver (no Spark job). Returns how many
+        manifests it replaced (0 under the limit). See ingest.formats.iceberg_manifests."""
+        table = self._java_table()
+        table.refresh()
+        limit = max_manifests(dict(table.properties()))
+        snapshot = table.currentSnapshot()
+        if limit is None or snapshot is None:
+            return 0
+        count = int(snapshot.allManifests(table.io()).size())
+        if count < limit:
+            return 0
+        jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j
+        # One cluster: every manifest of a partition spec into manifests of the target size, as Iceberg's merge.
+        # Guava's constant function is a java.util.function.Function without a Python callback per data file.
+        every_file = jvm.com.google.common.base.Functions.constant("lakeline")
+        merge = table.rewriteManifests().clusterBy(every_file).set("lakeline.upkeep", "manifest-merge")
+        merge.apply()  # reads every manifest and writes the merged ones, while the stream goes on
+        with self._commit_turn:  # then only a manifest list and the swap, between two of the stream's commits
+            merge.commit()  # (the appends since apply() only added manifests: the merged ones are reused)
+        return count
 
     def _settle_partitioning(self, table) -> None:
         """Check the table's partition spec is the declared one (ConfigError naming both if not), and give its
@@ -227,13 +265,18 @@ class IcebergLakeTable(LakeTable):
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
         # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
-        frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
-        if self.snapshot_expiry is not None:
-            self.snapshot_expiry.committed()
+        with self._commit_turn:
+            frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
+        for upkeep in self._upkeep:
+            upkeep.committed()
 
     def close(self, timeout: float = 30) -> None:
-        if self.snapshot_expiry is not None:
-            self.snapshot_expiry.wait(timeout)
+        for upkeep in self._upkeep:
+            upkeep.wait(timeout)
+
+    @property
+    def _upkeep(self) -> list:
+        return [u for u in (self.snapshot_expiry, self.manifest_merge) if u is not None]
 
     def commits(self) -> list[CommitRecord]:
         # Snapshots on the current lineage (rolled-back branches excluded), oldest first.

@@ -274,3 +274,63 @@ def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path
     spark.sql(f"ALTER TABLE {plain.identifier} UNSET TBLPROPERTIES ('{MAX_SNAPSHOT_AGE_KEY}')")  # as made elsewhere
     plain.ensure()
     assert plain.snapshot_expiry is None and plain.history_complete()
+
+
+def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark, settings):
+    """A table Lakeline creates has Iceberg's in-commit manifest merge off and a max manifest count the pipeline
+    merges at, in the background (here 4, looked at every 2nd commit): no append merges (each adds one manifest to
+    its parent's), the current snapshot never holds more than 1.5x the limit, the merges are `replace` snapshots
+    without a commit record, and every row and the newest commit record stay. A table without the property is left
+    to Iceberg; a bad value stops the start naming the property."""
+    from datetime import datetime, UTC
+
+    from ingest.commits import COMMIT_KEY, CommitRecord
+    from ingest.errors import ConfigError
+    from ingest.formats.iceberg_manifests import MAX_MANIFESTS_KEY, MERGE_ENABLED_KEY, STREAM_MAX_MANIFESTS
+    from ingest.reconcile import check_ranges
+
+    config = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_mani_{uuid.uuid4().hex[:6]}"))
+    _, dead = tables_for(spark, config, settings)
+    dead.ensure()
+    props = dict(spark.sql(f"SHOW TBLPROPERTIES {dead.identifier}").collect())
+    assert props[MERGE_ENABLED_KEY] == "false" and props[MAX_MANIFESTS_KEY] == str(STREAM_MAX_MANIFESTS)
+    assert dead.manifest_merge is not None and dead.manifest_merge.every == STREAM_MAX_MANIFESTS // 2
+    spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_MANIFESTS_KEY}'='4')")
+    dead.ensure()  # a restart: the merger follows the table's limit
+    assert dead.manifest_merge.every == 2
+    dead.snapshot_expiry = None  # keep every snapshot, to read each one's manifests below
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+    most = 0
+    for batch in range(12):
+        dead.append(rows, CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch},
+                                       {("orders", 0): batch + 1}, 0, 1))
+        dead.manifest_merge.wait(60)
+        table = dead._java_table()  # noqa: SLF001
+        table.refresh()
+        most = max(most, int(table.currentSnapshot().allManifests(table.io()).size()))
+    assert dead.manifest_merge.failures == 0 and dead.manifest_merge.replaced >= 8, dead.manifest_merge.done
+    assert most <= 6, most
+
+    snapshots = spark.sql(f"SELECT snapshot_id, parent_id, operation, summary, manifest_list "
+                          f"FROM {dead.identifier}.snapshots ORDER BY committed_at").collect()
+    table = dead._java_table()  # noqa: SLF001
+    manifests = {row.snapshot_id: int(table.snapshot(row.snapshot_id).allManifests(table.io()).size())
+                 for row in snapshots}
+    appends = [row for row in snapshots if row.operation == "append"]
+    merges = [row for row in snapshots if row.operation == "replace"]
+    assert len(appends) == 12 and len(merges) >= 2, [(r.operation, r.summary) for r in snapshots]
+    # no append merged: each holds its parent's manifests and its own
+    assert all(manifests[row.snapshot_id] == manifests.get(row.parent_id, 0) + 1 for row in appends), manifests
+    assert all(row.summary.get("lakeline.upkeep") == "manifest-merge" and COMMIT_KEY not in row.summary
+               and manifests[row.snapshot_id] < manifests[row.parent_id] for row in merges)
+    assert dead.read().count() == 12
+    assert dead.last_commit().batch_id == 11
+    assert check_ranges(dead.commits(), {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
+
+    spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_MANIFESTS_KEY}'='a few')")
+    with pytest.raises(ConfigError, match=f"{MAX_MANIFESTS_KEY} is 'a few'"):
+        dead.ensure()
+    spark.sql(f"ALTER TABLE {dead.identifier} UNSET TBLPROPERTIES ('{MAX_MANIFESTS_KEY}')")  # as made elsewhere
+    dead.ensure()
+    assert dead.manifest_merge is None
