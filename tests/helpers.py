@@ -114,7 +114,8 @@ def captured_task_logs() -> Iterator[io.StringIO]:
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)
-    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    if level > logging.INFO:  # NOTSET (0) on the root already lets every record through
+        root.setLevel(logging.INFO)
     try:
         with redirect_stdout(text), redirect_stderr(text):
             yield text

@@ -16,7 +16,7 @@ from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableF
 from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
                                             STREAM_MAX_SNAPSHOT_AGE_MS, STREAM_MAX_SNAPSHOTS, STREAM_MIN_SNAPSHOTS,
                                             SnapshotExpirer, expiry_cutoff_ms, history_limits, takes_over)
-from ingest.formats.iceberg_manifests import (MAX_MANIFESTS_KEY, MERGE_ENABLED_KEY, STREAM_MAX_MANIFESTS,
+from ingest.formats.iceberg_manifests import (MAX_MANIFESTS_KEY, MERGE_ENABLED_KEY, STREAM_MAX_MANIFESTS, UPKEEP_KEY,
                                               ManifestMerger, check_every, max_manifests)
 from ingest.partitioning import parse_key, partition_key
 
@@ -219,27 +219,36 @@ class IcebergLakeTable(LakeTable):
         return before - table.snapshots().size()
 
     def merge_manifests(self) -> int:
-        """Merge the current snapshot's manifests once it holds lakeline.manifests.max-count of them: the merge
-        Iceberg would do inside a commit, by its RewriteManifests on the driver (no Spark job). Returns how many
-        manifests it replaced (0 under the limit). See ingest.formats.iceberg_manifests."""
+        """Merge the manifests that appends added since the last merge (those listing added files) once the current
+        snapshot holds lakeline.manifests.max-count of them, by Iceberg's RewriteManifests on the driver (no Spark
+        job); manifests merged before and compaction's are left as they are. Returns how many manifests it replaced
+        (0 under the limit). See ingest.formats.iceberg_manifests."""
         table = self._java_table()
         table.refresh()
         limit = max_manifests(dict(table.properties()))
         snapshot = table.currentSnapshot()
         if limit is None or snapshot is None:
             return 0
-        count = int(snapshot.allManifests(table.io()).size())
-        if count < limit:
+        fresh = [m for m in snapshot.allManifests(table.io()) if m.hasAddedFiles()]
+        if len(fresh) < limit:
             return 0
         jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j
-        # One cluster: every manifest of a partition spec into manifests of the target size, as Iceberg's merge.
-        # Guava's constant function is a java.util.function.Function without a Python callback per data file.
-        every_file = jvm.com.google.common.base.Functions.constant("lakeline")
-        merge = table.rewriteManifests().clusterBy(every_file).set("lakeline.upkeep", "manifest-merge")
-        merge.apply()  # reads every manifest and writes the merged ones, while the stream goes on
+        # Guava (Spark ships 33.x, whose Function and Predicate are java.util.function's) builds both arguments in
+        # the JVM, with no Python callback per manifest or file: the chosen manifests by their description (the
+        # manifest list's entries, read again by the rewrite, describe themselves identically), and one cluster key,
+        # so they merge into manifests of the target size as Iceberg's own merge would.
+        guava = jvm.com.google.common.base
+        described = jvm.java.util.HashSet()
+        for manifest in fresh:
+            described.add(manifest.toString())
+        chosen = guava.Predicates.compose(getattr(guava.Predicates, "in")(described),
+                                          guava.Functions.toStringFunction())
+        merge = (table.rewriteManifests().rewriteIf(chosen).clusterBy(guava.Functions.constant("lakeline"))
+                 .set(UPKEEP_KEY, "manifest-merge"))
+        merge.apply()  # reads the chosen manifests and writes the merged ones, while the stream goes on
         with self._commit_turn:  # then only a manifest list and the swap, between two of the stream's commits
-            merge.commit()  # (the appends since apply() only added manifests: the merged ones are reused)
-        return count
+            merge.commit()  # (appends since apply() only added manifests: the merged ones are reused as they are)
+        return len(fresh)
 
     def _settle_partitioning(self, table) -> None:
         """Check the table's partition spec is the declared one (ConfigError naming both if not), and give its
@@ -271,8 +280,11 @@ class IcebergLakeTable(LakeTable):
             upkeep.committed()
 
     def close(self, timeout: float = 30) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
         for upkeep in self._upkeep:
-            upkeep.wait(timeout)
+            upkeep.wait(max(0.0, deadline - time.monotonic()))
 
     @property
     def _upkeep(self) -> list:
@@ -395,7 +407,9 @@ class IcebergLakeTable(LakeTable):
         committed_ms = F.unix_millis("committed_at")
         stats = self.spark.table(f"{ident}.snapshots").agg(
             F.count("*").alias("n"), F.min(committed_ms).alias("oldest"),
-            F.max(F.when(F.col("operation") == "replace", committed_ms)).alias("replaced")).first()
+            # the pipeline's manifest merges are `replace` snapshots too, but not compactions
+            F.max(F.when((F.col("operation") == "replace") & F.col("summary")[UPKEEP_KEY].isNull(), committed_ms))
+            .alias("replaced")).first()
         location = self._location()
         metadata = HadoopFS(self.spark).list_status(f"{location}/metadata")
         return TableFiles(location, [(p, s, updated.get(p)) for p, s in sizes], int(stats["n"]),

@@ -281,7 +281,8 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
     merges at, in the background (here 4, looked at every 2nd commit): no append merges (each adds one manifest to
     its parent's), the current snapshot never holds more than 1.5x the limit, the merges are `replace` snapshots
     without a commit record, and every row and the newest commit record stay. A table without the property is left
-    to Iceberg; a bad value stops the start naming the property."""
+    to Iceberg; a bad value stops the start naming the property. An append, or compaction's manifest rewrite, between
+    the merge's reading and its commit is kept; a merge does not count as a compaction."""
     from datetime import datetime, UTC
 
     from ingest.commits import COMMIT_KEY, CommitRecord
@@ -327,6 +328,48 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
     assert dead.read().count() == 12
     assert dead.last_commit().batch_id == 11
     assert check_ranges(dead.commits(), {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
+
+    assert dead.measure().last_compaction_at is None  # a manifest merge is not a compaction
+
+    # Commits between the merge's reading (apply) and its own commit, through a stand-in for the commit lock.
+    class CommitsBetween:
+        def __init__(self, between):
+            self.between = between
+
+        def __enter__(self):
+            self.between()
+
+        def __exit__(self, *exc):
+            return False
+
+    def record(batch: int) -> CommitRecord:
+        return CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
+
+    def fresh() -> int:
+        table = dead._java_table()  # noqa: SLF001
+        table.refresh()
+        return sum(1 for m in table.currentSnapshot().allManifests(table.io()) if m.hasAddedFiles())
+
+    dead.manifest_merge = None  # merged by hand below
+    for batch in range(12, 16):
+        dead.append(rows, record(batch))
+    lock, waiting = dead._commit_turn, fresh()  # noqa: SLF001
+    # the stream's next append (here: the same write, without the lock it would wait for)
+    dead._commit_turn = CommitsBetween(lambda: rows.writeTo(dead.identifier).option(  # noqa: SLF001
+        f"snapshot-property.{COMMIT_KEY}", record(16).to_json()).append())
+    assert dead.merge_manifests() == waiting >= 4
+    assert fresh() == 1  # the append's manifest, kept as it was; the merge's own commit came after it
+    assert dead.read().count() == 17 and dead.last_commit().batch_id == 16
+    # compaction's manifest rewrite from another process: the merge's commit redoes its work on what it finds
+    dead._commit_turn = lock  # noqa: SLF001
+    for batch in range(17, 21):
+        dead.append(rows, record(batch))
+    dead._commit_turn = CommitsBetween(dead.tidy_metadata)  # noqa: SLF001
+    dead.merge_manifests()
+    dead._commit_turn = lock  # noqa: SLF001
+    assert dead.read().count() == 21 and dead.last_commit().batch_id == 20
+    assert check_ranges(dead.commits(), {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
+    assert dead.measure().last_compaction_at is not None  # the compaction's rewrite is one
 
     spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_MANIFESTS_KEY}'='a few')")
     with pytest.raises(ConfigError, match=f"{MAX_MANIFESTS_KEY} is 'a few'"):
