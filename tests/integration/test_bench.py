@@ -32,7 +32,7 @@ def _quick(modules: list[str], tmp_path: Path) -> tuple[list[dict], str]:
 
 
 # Heavy (CI runs it), ~5 min (307 s, 2026-11-25): the drain peers (every system, Flink's once installed), the Delta
-# latency peers, compaction and a Kinesis drain. The default and heavy tiers took 59 min here without it.
+# latency peers, compaction and a Kinesis drain.
 @pytest.mark.heavy
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_of_every_peer_system_are_exact(stack_env, tmp_path):
