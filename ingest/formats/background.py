@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -61,3 +62,20 @@ class EveryNCommits:
         seconds = time.perf_counter() - start
         self.done.append((result, seconds))
         log.debug("%s: %s (%s) in %.2f s", self.name, self.what, result, seconds)
+
+
+class CountingUpkeep(EveryNCommits):
+    """EveryNCommits over a callable that returns how many things one run changed (snapshots expired, manifests
+    replaced); `total` sums them over this process. Subclasses give `what`, `consequence` and `retryable`."""
+
+    def __init__(self, name: str, work: Callable[[], int], every: int):
+        super().__init__(name, every)
+        self._call = work
+
+    def _work(self) -> int:
+        return self._call()
+
+    @property
+    def total(self) -> int:
+        """What this process's runs changed, summed."""
+        return sum(int(result) for result, _ in self.done)

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from ingest.errors import ConfigError
-from ingest.formats.background import EveryNCommits
+from ingest.formats.background import CountingUpkeep
 
 log = logging.getLogger(__name__)
 
@@ -79,25 +79,21 @@ def expiry_cutoff_ms(now_ms: int, max_age_ms: int, nth_newest_ms: int | None) ->
     return cutoff if nth_newest_ms is None else max(cutoff, nth_newest_ms)
 
 
-class SnapshotExpirer(EveryNCommits):
+class SnapshotExpirer(CountingUpkeep):
     """Runs `expire()` (which returns how many snapshots it expired) on the EveryNCommits cadence."""
 
     what = "snapshot expiry"
     consequence = "The table keeps more snapshots until then: each commit writes a larger metadata.json."
 
     def __init__(self, name: str, expire: Callable[[], int], every: int = EXPIRE_EVERY):
-        super().__init__(name, every)
+        super().__init__(name, expire, every)
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
 
         # ConfigError: a table property to fix, named; PySparkException: the snapshots query's own errors
         self.retryable = (Py4JError, PySparkException, OSError, ConfigError)
-        self._expire = expire
-
-    def _work(self) -> int:
-        return self._expire()
 
     @property
     def expired(self) -> int:
         """Snapshots expired by this process so far."""
-        return sum(int(result) for result, _ in self.done)
+        return self.total

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ingest.errors import ConfigError
-from ingest.formats.background import EveryNCommits
+from ingest.formats.background import CountingUpkeep
 
 MERGE_ENABLED_KEY = "commit.manifest-merge.enabled"
 MAX_MANIFESTS_KEY = "lakeline.manifests.max-count"
@@ -57,7 +57,7 @@ def check_every(limit: int) -> int:
     return max(1, limit // 2)
 
 
-class ManifestMerger(EveryNCommits):
+class ManifestMerger(CountingUpkeep):
     """Runs `merge()` (which returns how many manifests it replaced, 0 when under the limit) on the EveryNCommits
     cadence."""
 
@@ -65,16 +65,12 @@ class ManifestMerger(EveryNCommits):
     consequence = "Readers plan over more manifests until then; commits are not slowed."
 
     def __init__(self, name: str, merge: Callable[[], int], every: int):
-        super().__init__(name, every)
+        super().__init__(name, merge, every)
         from py4j.protocol import Py4JError
 
         self.retryable = (Py4JError, OSError, ConfigError)
-        self._merge = merge
-
-    def _work(self) -> int:
-        return self._merge()
 
     @property
     def replaced(self) -> int:
         """Manifests replaced by this process's merges so far."""
-        return sum(int(result) for result, _ in self.done)
+        return self.total
