@@ -164,6 +164,16 @@ class PipelineLease:
         """Write the lease again (same token): False once another driver has changed it."""
         return self._put(self.token, {"IfMatch": self._etag})
 
+    def lost_to(self) -> str | None:
+        """Why this driver no longer holds the lease (another driver's token or owner is on it, or it is gone), or
+        None while it does. Only reads the store; an unreachable store raises."""
+        state = self.read()
+        if state is None:
+            return f"the lease {self.uri} was deleted"
+        if state.owner != self.owner or state.token != self.token:
+            return f"another driver took over the lease {self.uri} (host {state.host}, token {state.token})"
+        return None
+
     def keep_renewed(self, on_lost: Callable[[str], None]) -> None:
         """Renew every third of the ttl on a thread of its own; call `on_lost(why)` once if it is taken over, or
         cannot be written for a whole ttl (the store unreachable: another driver may take it then)."""

@@ -69,6 +69,7 @@ class Pipeline:
         # S3, or a test's own run).
         self.lease = lease
         self._lease_lost: str | None = None
+        self._lease_news = threading.Lock()
         self.trigger = parse_trigger(trigger or config.trigger)
         self._run_began = time.time()  # run() sets it again: an available-now Kinesis run plans what arrived before
         self.events = events if events is not None else Events(HumanLines())
@@ -221,10 +222,35 @@ class Pipeline:
 
     def lost_lease(self, reason: str) -> None:
         """The lease renewer's news: stop after the current batch (whose commit the fence refuses anyway if the
-        pipeline has a new driver)."""
-        self._lease_lost = reason
+        pipeline has a new driver). Told once: the renewer and a failed query may both find out."""
+        with self._lease_news:
+            if self._lease_lost is not None:
+                return
+            self._lease_lost = reason
         self.events.emit(LeaseLost(pipeline=self.config.pipeline, reason=reason))
         self._stop.set()
+
+    def _query_failure(self, error: str) -> LakelineError:
+        """The error to raise for a failed query: the committer's own typed error if it has one; DriverFenced if
+        this driver has lost its lease (a resumed driver's query can fail on the new driver's checkpoint writes,
+        e.g. CONCURRENT_STREAM_LOG_UPDATE, before the renewer notices); else the failure, named."""
+        if self._committer.failure is not None:
+            return self._committer.failure
+        unchecked = ""
+        if self._lease_lost is None and self.lease is not None:
+            try:
+                reason = self.lease.lost_to()
+            except Exception as exc:  # noqa: BLE001 - cannot tell: report the query's own failure, and say so
+                reason, unchecked = None, f" (its lease could not be read to check ownership: {exc})"
+            if reason is not None:
+                self.lost_lease(reason)
+        if self._lease_lost is not None:
+            first_line = error.splitlines()[0] if error else "no message"
+            return DriverFenced(f"pipeline {self.config.pipeline}: {self._lease_lost}; this driver stopped (its "
+                                f"query failed: {first_line}), and the tables refuse its commits from the new "
+                                f"driver's start on")
+        # Spark logged the trace; the command's error names the component that failed.
+        return LakelineError(describe_failure(self.config.pipeline, error) + unchecked)
 
     # ---- the run --------------------------------------------------------------------------------------------
     def run(self, install_signal_handlers: bool = True) -> RunSummary:
@@ -251,10 +277,7 @@ class Pipeline:
                     try:
                         query.awaitTermination(0.5)
                     except Exception as exc:  # noqa: BLE001 - the query failed; our own typed error, if ours
-                        if self._committer.failure is not None:
-                            raise self._committer.failure from None
-                        # Spark logged the trace; the command's error names the component that failed.
-                        raise LakelineError(describe_failure(self.config.pipeline, str(exc))) from None
+                        raise self._query_failure(str(exc)) from None
                 if self._stop.is_set() and query.isActive:
                     self.events.emit(StopRequested(pipeline=self.config.pipeline))
                     query.stop()
@@ -263,9 +286,7 @@ class Pipeline:
                 self._await_batch_events()
                 failure = query.exception()
                 if failure is not None:
-                    if self._committer.failure is not None:
-                        raise self._committer.failure
-                    raise LakelineError(describe_failure(self.config.pipeline, str(failure)))
+                    raise self._query_failure(str(failure))
                 if self._committer.restart_requested and not self._stop.is_set():
                     # Add mode: a batch added columns; decode the next ones with them (a batch the stop
                     # interrupted is replayed, and the tables' commit records keep it exactly once).

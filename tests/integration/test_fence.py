@@ -59,6 +59,39 @@ def test_lease_refuses_a_second_holder_and_hands_over_on_release_and_on_expiry(s
     assert not is_free(state, 3.0, "host-a", alive=lambda pid: True)
     assert is_free(state, 3.0, "host-a", alive=lambda pid: False)
     assert not is_free(state, 3.0, "host-c", alive=lambda pid: False)
+    assert first.lost_to() is None
+    assert "another driver took over" in second.lost_to() and "host host-a, token 3" in second.lost_to()
+
+
+def test_a_query_failure_after_the_lease_was_taken_over_is_reported_as_fenced(conf_dir, settings):
+    """A driver resumed after a takeover can see its query fail on the new driver's checkpoint writes
+    (CONCURRENT_STREAM_LOG_UPDATE) before its renewer notices: the run then reports the lost lease (exit REFUSED),
+    told once; while it still holds the lease, the same failure is reported as the query's own."""
+    from types import SimpleNamespace
+
+    from ingest.errors import LakelineError
+    from ingest.pipeline import Pipeline
+
+    config = load_pipeline(write_pipeline(conf_dir, pipeline_dict("delta")))
+    uri = lease_uri(f"{settings.warehouse}/_checkpoints/{config.pipeline}")
+    mine, theirs = _lease(settings, uri), _lease(settings, uri, host="host-b")
+    mine.acquire()
+    events = Events()
+    seen = []
+    events.subscribe(seen.append)
+    pipeline = Pipeline(config, settings, events=events, lease=mine)
+    pipeline._committer = SimpleNamespace(failure=None)  # no batch of its own failed
+    error = "[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs detected for 4."
+    held = pipeline._query_failure(error)
+    assert type(held) is LakelineError and "CONCURRENT_STREAM_LOG_UPDATE" in str(held)
+    mine.release()
+    theirs.acquire()
+    fenced = pipeline._query_failure(error)
+    assert isinstance(fenced, DriverFenced) and fenced.exit_code == ExitCode.REFUSED
+    assert "another driver took over" in str(fenced) and "CONCURRENT_STREAM_LOG_UPDATE" in str(fenced)
+    pipeline.lost_lease("the renewer found out too")  # the renewer's news after the query's: told once
+    assert len([e for e in seen if isinstance(e, LeaseLost)]) == 1
+    theirs.release()
 
 
 def _row(spark, schema):
