@@ -107,7 +107,8 @@ class PipelineLease:
                           etag=response["ETag"])
 
     def _put(self, token: int, condition: dict, released: bool = False) -> bool:
-        """Write the lease if `condition` (IfMatch / IfNoneMatch) holds; False when the store refused (412)."""
+        """Write the lease if `condition` (IfMatch / IfNoneMatch) holds; False when the store refused (412), unless
+        the store shows the lease still ours as this write would leave it (`_landed`)."""
         from botocore.exceptions import ClientError
 
         self._writes += 1
@@ -120,9 +121,21 @@ class PipelineLease:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status in (409, 412) or exc.response.get("Error", {}).get("Code") in (
                     "PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"):
-                return False
+                return self._landed(token, released)
             raise
         self.token, self._etag = token, response["ETag"]
+        return True
+
+    def _landed(self, token: int, released: bool) -> bool:
+        """A refused conditional write can still have succeeded: a try that timed out may have landed, and the
+        client's retry is then refused by that very write. The outcome is read, never guessed: True (and the ETag
+        adopted) only when the store holds this lease's owner and `token` (no other driver wrote since: each
+        writes its own owner) and the `released` flag this write meant to set."""
+        state = self.read()
+        if state is None or (state.owner, state.token, state.released) != (self.owner, token, released):
+            return False
+        log.info(f"pipeline {self.pipeline}: a lease write landed although its answer was lost; still held")
+        self.token, self._etag = token, state.etag
         return True
 
     # ---- holding it -----------------------------------------------------------------------------------------
@@ -212,4 +225,10 @@ def pipeline_lease(pipeline: str, checkpoint_location: str, settings) -> Pipelin
     from ingest.adapters.object_store import s3_client
 
     uri = lease_uri(checkpoint_location)
-    return None if uri is None else PipelineLease(pipeline, uri, s3_client(settings), settings.lease_seconds)
+    if uri is None:
+        return None
+    # Bounded requests (a sixth of the ttl, 2 s at least, to connect and to read; two tries): a hung store must not
+    # hold the renewer far past the ttl, nor a failed run's ownership check (Pipeline._query_failure). A try that
+    # timed out but landed is recognised by `_landed`.
+    timeout = max(2.0, settings.lease_seconds / 6)
+    return PipelineLease(pipeline, uri, s3_client(settings, timeout=timeout), settings.lease_seconds)

@@ -63,6 +63,31 @@ def test_lease_refuses_a_second_holder_and_hands_over_on_release_and_on_expiry(s
     assert "another driver took over" in second.lost_to() and "host host-a, token 3" in second.lost_to()
 
 
+def test_a_lease_write_that_landed_although_its_answer_was_lost_is_still_ours(settings):
+    """A renewal try that timed out may have landed; the client's retry is then refused by that very write. The
+    lease reads the outcome: its own owner and token on the store mean it is still held; anyone else's is a loss."""
+    import json
+
+    uri = lease_uri(f"{settings.warehouse}/_checkpoints/lease_{uuid.uuid4().hex[:8]}")
+    lease = _lease(settings, uri, ttl=15.0)
+    token = lease.acquire()
+
+    def land(**body) -> None:  # a write that reached the store while the lease never saw its answer
+        lease._s3.put_object(Bucket=lease.bucket, Key=lease.key, Body=json.dumps(body).encode())
+
+    mine = {"pipeline": "fenced", "token": token, "owner": lease.owner, "host": lease.host, "pid": lease.pid,
+            "released": False, "ttl_s": 15.0}
+    land(**mine, write=lease._writes + 1)  # the next renewal's first try landed
+    assert lease.renew() is True and lease.lost_to() is None
+    assert lease.renew() is True  # and the adopted ETag is the one the next renewal matches
+    land(**mine, write=lease._writes - 1)  # an earlier try of ours, landing late: still ours
+    assert lease.renew() is True and lease.renew() is True
+    land(**{**mine, "released": True}, write=lease._writes + 1)  # released (by a stop): not renewed behind its back
+    assert lease.renew() is False
+    land(**{**mine, "owner": "someone-else", "token": token + 1, "write": lease._writes + 1})
+    assert lease.renew() is False and "another driver took over" in lease.lost_to()
+
+
 def test_a_query_failure_after_the_lease_was_taken_over_is_reported_as_fenced(conf_dir, settings):
     """A driver resumed after a takeover can see its query fail on the new driver's checkpoint writes
     (CONCURRENT_STREAM_LOG_UPDATE) before its renewer notices: the run then reports the lost lease (exit REFUSED),
