@@ -23,6 +23,9 @@ COMPONENTS = (
             "software.amazon.awssdk.core.exception.SdkClientException")),
 )
 
+# Spark's error when another query wrote the same batch id to the checkpoint's offset log first.
+CONCURRENT_CHECKPOINT_WRITE = "CONCURRENT_STREAM_LOG_UPDATE"
+
 
 def component_of(text: str) -> tuple[str, str] | None:
     """(component, the first message of its exception) for a query failure's text; None when no class of
@@ -45,6 +48,11 @@ def component_of(text: str) -> tuple[str, str] | None:
 def describe(pipeline: str, text: str) -> str:
     """The one-line reason a pipeline's query stopped: the component and its error when known, else the first line
     of Spark's message."""
+    if CONCURRENT_CHECKPOINT_WRITE in text:
+        return (f"pipeline {pipeline} stopped: another query wrote the next batch to its checkpoint first "
+                f"({CONCURRENT_CHECKPOINT_WRITE}: a driver that had lost the pipeline and resumed, or a second query "
+                f"on the same checkpoint); start it again: it replays that batch exactly, and the tables refuse "
+                f"commits from a driver that lost its lease")
     found = component_of(text)
     if found is None:
         first = next((line.strip() for line in text.splitlines() if line.strip()), "unknown error")

@@ -92,6 +92,9 @@ class PipelineLease:
         self._writes = 0
         self._renewer: threading.Thread | None = None
         self._done = threading.Event()
+        # One write at a time: the renewer's and the starting driver's (raise_token) or the stopping one's (release),
+        # each reading the token and ETag the previous write left.
+        self._writing = threading.Lock()
 
     # ---- the store ------------------------------------------------------------------------------------------
     def read(self) -> LeaseState | None:
@@ -167,15 +170,17 @@ class PipelineLease:
     def raise_token(self, at_least: int) -> int:
         """Make the held token greater than `at_least` (a table fenced higher than the lease says: the lease object
         was deleted or restored); returns the token. LeaseHeld if the lease was lost meanwhile."""
-        if self.token is not None and self.token > at_least:
+        with self._writing:
+            if self.token is not None and self.token > at_least:
+                return self.token
+            if not self._put(at_least + 1, {"IfMatch": self._etag}):
+                raise LeaseHeld(f"pipeline {self.pipeline}: lost its lease {self.uri} while starting")
             return self.token
-        if not self._put(at_least + 1, {"IfMatch": self._etag}):
-            raise LeaseHeld(f"pipeline {self.pipeline}: lost its lease {self.uri} while starting")
-        return self.token
 
     def renew(self) -> bool:
         """Write the lease again (same token): False once another driver has changed it."""
-        return self._put(self.token, {"IfMatch": self._etag})
+        with self._writing:
+            return self._put(self.token, {"IfMatch": self._etag})
 
     def lost_to(self) -> str | None:
         """Why this driver no longer holds the lease (another driver's token or owner is on it, or it is gone), or
@@ -195,7 +200,8 @@ class PipelineLease:
             while not self._done.wait(self.ttl / 3):
                 try:
                     if not self.renew():
-                        on_lost(f"another driver took over the lease {self.uri}")
+                        if not self._done.is_set():  # released meanwhile: a clean stop, not a loss
+                            on_lost(f"another driver took over the lease {self.uri}")
                         return
                     last_written = time.monotonic()
                 except Exception as exc:  # noqa: BLE001 - the store is unreachable: try again until the ttl is out
@@ -213,11 +219,12 @@ class PipelineLease:
         self._done.set()
         if self._renewer is not None:
             self._renewer.join(10)
-        if self.token is not None and self._etag is not None:
-            try:
-                self._put(self.token, {"IfMatch": self._etag}, released=True)
-            except Exception as exc:  # noqa: BLE001 - the lease then lapses after its ttl instead
-                log.warning(f"pipeline {self.pipeline}: could not release its lease {self.uri}: {exc}")
+        try:
+            with self._writing:
+                if self.token is not None and self._etag is not None:
+                    self._put(self.token, {"IfMatch": self._etag}, released=True)
+        except Exception as exc:  # noqa: BLE001 - the lease then lapses after its ttl instead
+            log.warning(f"pipeline {self.pipeline}: could not release its lease {self.uri}: {exc}")
 
 
 def pipeline_lease(pipeline: str, checkpoint_location: str, settings) -> PipelineLease | None:
@@ -227,8 +234,9 @@ def pipeline_lease(pipeline: str, checkpoint_location: str, settings) -> Pipelin
     uri = lease_uri(checkpoint_location)
     if uri is None:
         return None
-    # Bounded requests (a sixth of the ttl, 2 s at least, to connect and to read; two tries): a hung store must not
-    # hold the renewer far past the ttl, nor a failed run's ownership check (Pipeline._query_failure). A try that
-    # timed out but landed is recognised by `_landed`.
+    # Bounded requests (a sixth of the ttl, 2 s at least, to connect and to read; two tries): a request to a hung
+    # store gives up within about two thirds of the ttl (plus one back-off) instead of botocore's minutes, for the
+    # renewer and for a failed run's ownership check (Pipeline._query_failure). A try that timed out but landed is
+    # recognised by `_landed`.
     timeout = max(2.0, settings.lease_seconds / 6)
     return PipelineLease(pipeline, uri, s3_client(settings, timeout=timeout), settings.lease_seconds)

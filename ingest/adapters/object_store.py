@@ -16,7 +16,7 @@ def s3_client(settings: Settings, timeout: float | None = None):
         from botocore.config import Config
 
         options["config"] = Config(connect_timeout=timeout, read_timeout=timeout,
-                                   retries={"mode": "standard", "max_attempts": 2})
+                                   retries={"mode": "standard", "total_max_attempts": 2})
     return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region, **credentials,
                         **options)
 

@@ -32,3 +32,12 @@ def test_the_line_says_what_to_do_and_an_unknown_failure_keeps_its_first_line():
     assert "resumes exactly" in line and "\n" not in line
     assert describe("orders", "java.lang.IllegalStateException: boom\n\tat x") == (
         "pipeline orders failed: java.lang.IllegalStateException: boom")
+
+
+def test_a_checkpoint_written_first_by_another_query_says_to_start_again():
+    text = ("org.apache.spark.SparkException: [CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple "
+            "streaming jobs detected for 4.\nPlease make sure only one streaming job runs on a specific checkpoint "
+            "location at a time. SQLSTATE: 40000")
+    line = describe("orders", text)
+    assert line.startswith("pipeline orders stopped: another query wrote the next batch to its checkpoint first")
+    assert "start it again: it replays that batch exactly" in line
