@@ -232,11 +232,7 @@ def pipeline_lease(pipeline: str, checkpoint_location: str, settings) -> Pipelin
     from ingest.adapters.object_store import s3_client
 
     uri = lease_uri(checkpoint_location)
-    if uri is None:
-        return None
-    # Bounded requests (a sixth of the ttl, 2 s at least, to connect and to read; two tries): a request to a hung
-    # store gives up within about two thirds of the ttl (plus one back-off) instead of botocore's minutes, for the
-    # renewer and for a failed run's ownership check (Pipeline._query_failure). A try that timed out but landed is
-    # recognised by `_landed`.
-    timeout = max(2.0, settings.lease_seconds / 6)
-    return PipelineLease(pipeline, uri, s3_client(settings, timeout=timeout), settings.lease_seconds)
+    # botocore's own timeouts and retries: a renewal that fails for a whole ttl loses the lease, so a short timeout
+    # would turn a slow answer (a loaded store) into a false loss; a try that timed out but landed is recognised
+    # by `_landed`.
+    return None if uri is None else PipelineLease(pipeline, uri, s3_client(settings), settings.lease_seconds)

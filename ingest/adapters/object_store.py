@@ -5,20 +5,11 @@ from __future__ import annotations
 from ingest.settings import Settings
 
 
-def s3_client(settings: Settings, timeout: float | None = None):
-    """A boto3 S3 client for the configured endpoint. `timeout`: seconds per connect and per read, with one retry
-    (for callers that must answer within a deadline, e.g. the lease); None keeps botocore's defaults (60 s, 5 tries)."""
+def s3_client(settings: Settings):
     import boto3
 
     credentials = {f"aws_{name}": value for name, value in settings.aws_credentials().items()}
-    options = {}
-    if timeout is not None:
-        from botocore.config import Config
-
-        options["config"] = Config(connect_timeout=timeout, read_timeout=timeout,
-                                   retries={"mode": "standard", "total_max_attempts": 2})
-    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region, **credentials,
-                        **options)
+    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region, **credentials)
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:

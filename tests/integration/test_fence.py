@@ -6,6 +6,7 @@ Costs (2 cores): the lease tests about 10 s; the fence tests about 20 s; the two
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -172,8 +173,8 @@ def test_iceberg_fence_cannot_be_lowered(conf_dir, settings, spark):
 def test_two_hosts_one_driver_and_a_paused_driver_cannot_commit_after_takeover(fmt, conf_dir, settings, spark,
                                                                               tmp_path):
     """Host A runs the pipeline; a plain driver on host B is refused; a standby on B waits. A is paused with
-    SIGSTOP: its lease lapses and B takes over. A resumed never commits again (it learns it lost the lease, and the
-    tables would refuse it); exact after a final drain."""
+    SIGSTOP, its Spark JVM too (a paused host): its lease lapses and B takes over. A resumed never commits again
+    (it learns it lost the lease, and the tables would refuse it); exact after a final drain."""
     data = pipeline_dict(fmt)
     data["source"]["max_offsets_per_trigger"] = 1000
     path = write_pipeline(conf_dir, data)
@@ -189,7 +190,10 @@ def test_two_hosts_one_driver_and_a_paused_driver_cannot_commit_after_takeover(f
                 "LAKELINE_LEASE_SECONDS": str(ttl)}
 
     streams = {name: tmp_path / f"{name}.events.jsonl" for name in ("a", "b")}
-    a = subprocess.Popen(command + ["--events", str(streams["a"])], env=host("a"),
+    # A in a session of its own: SIGSTOP to its group pauses the JVM beside it. (Stopping the Python process alone
+    # leaves the JVM planning batches, which can write the next offsets before B does: B then stops, exit 1, and
+    # its restart replays that batch; see ARCHITECTURE.md, "One driver per pipeline".)
+    a = subprocess.Popen(command + ["--events", str(streams["a"])], env=host("a"), start_new_session=True,
                          stdout=open(tmp_path / "a.log", "w"), stderr=subprocess.STDOUT)
     b = None
     try:
@@ -202,7 +206,7 @@ def test_two_hosts_one_driver_and_a_paused_driver_cannot_commit_after_takeover(f
         wait_for(lambda: events_of(streams["b"], LeaseWaiting), "host B's standby to wait for the lease",
                  timeout=240)
         assert not events_of(streams["b"], StandbyTakingOver)
-        a.send_signal(signal.SIGSTOP)
+        os.killpg(a.pid, signal.SIGSTOP)
         paused = time.monotonic()
         wait_for(lambda: events_of(streams["b"], StandbyTakingOver), "host B to take over", timeout=ttl + 30,
                  every=0.2)
@@ -217,7 +221,7 @@ def test_two_hosts_one_driver_and_a_paused_driver_cannot_commit_after_takeover(f
         token_b = events_of(streams["b"], RunStarted)[0].fence
         assert token_b > token_a
         a_batches = len(events_of(streams["a"], BatchCommitted))
-        a.send_signal(signal.SIGCONT)
+        os.killpg(a.pid, signal.SIGCONT)
         code = a.wait(120)
         assert code == ExitCode.REFUSED, (tmp_path / "a.log").read_text()[-3000:]
         assert events_of(streams["a"], LeaseLost)
@@ -225,6 +229,8 @@ def test_two_hosts_one_driver_and_a_paused_driver_cannot_commit_after_takeover(f
         b.send_signal(signal.SIGTERM)
         assert b.wait(180) == 0, (tmp_path / "b.log").read_text()[-3000:]
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(a.pid, signal.SIGCONT)  # its JVM too, whether or not A is still there
         for proc in (a, b):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
