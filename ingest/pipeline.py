@@ -245,12 +245,13 @@ class Pipeline:
             if reason is not None:
                 self.lost_lease(reason)
         if self._lease_lost is not None:
-            first_line = error.splitlines()[0] if error else "no message"
-            return DriverFenced(f"pipeline {self.config.pipeline}: {self._lease_lost}; this driver stopped (its "
-                                f"query failed: {first_line}), and the tables refuse its commits from the new "
-                                f"driver's start on")
+            return self._fenced(f" (its query failed: {error.splitlines()[0] if error else 'no message'})")
         # Spark logged the trace; the command's error names the component that failed.
         return LakelineError(describe_failure(self.config.pipeline, error) + unchecked)
+
+    def _fenced(self, how: str = "") -> DriverFenced:
+        return DriverFenced(f"pipeline {self.config.pipeline}: {self._lease_lost}; this driver stopped{how}, and the "
+                            f"tables refuse its commits from the new driver's start on")
 
     # ---- the run --------------------------------------------------------------------------------------------
     def run(self, install_signal_handlers: bool = True) -> RunSummary:
@@ -309,8 +310,7 @@ class Pipeline:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self._lease_lost is not None:
-            raise DriverFenced(f"pipeline {self.config.pipeline}: {self._lease_lost}; this driver stopped, and the "
-                               f"tables refuse its commits from the new driver's start on")
+            raise self._fenced()
         summary = RunSummary(self._start.plan, [reports[k] for k in sorted(reports)])
         self.events.emit(RunFinished(pipeline=self.config.pipeline, batches=len(summary.batches), rows=summary.rows,
                                      dead_letters=summary.dead_letters, seconds=time.monotonic() - started))
