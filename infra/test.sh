@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The test command (README; .ci/run calls exactly this). Set-up (idempotent), then pytest:
-#   - default: unit tests + integration tests against the real broker/moto/Spark (384 tests in 21 min 5 s on 2
-#     cores, measured 2026-11-25)
-#   - with CI=true or LAKELINE_HEAVY=1: also the heavy suites (default + heavy: 440 tests in 56 min 25 s on 2
-#     cores, measured 2026-11-26, every benchmark's quick run included; CI's budget is 75 of its 90 min)
+#   - default: unit tests + integration tests against the real broker/moto/Spark
+#   - with CI=true or LAKELINE_HEAVY=1: also the heavy suites (every benchmark's quick run included; CI's limit is
+#     90 min)
 #   - with LAKELINE_SOAK=1: everything, the soak suites included (over two hours on 2 cores)
+# The tiers: docs/testing.md. How long each took, and when: CHANGELOG.md.
 # Extra arguments go to pytest, e.g. `bash infra/test.sh tests/unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
