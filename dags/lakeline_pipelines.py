@@ -2,7 +2,7 @@
 
 - lakeline_checkpoint_backup__<pipeline>: every 15 minutes, back up the checkpoint (keeps checkpoint.keep_backups),
   then verify the new backup.
-- lakeline_drill__<pipeline> (Kafka sources): weekly recovery drill; setup (clear leftovers of this run) -> drill
+- lakeline_drill__<pipeline>: weekly recovery drill; setup (clear leftovers of this run) -> drill
   -> teardown (always runs). The run fails when a scenario fails; the report is an XCom and in the log.
 - lakeline_freshness: every 10 minutes, each pipeline's table against its `freshness:` SLA, judged as of the
   run's data interval end; fails (alerts) when any is stale.

@@ -8,7 +8,7 @@ its work dir as `lakeline_env/` and runs the base Python interpreter with that f
 worker's Python needs none of the packages installed. Lakeline's own code travels beside it as a zip of `ingest/`
 (`spark.submit.pyFiles`), made at each driver start, so it is always the driver's code. The interpreter is not
 packed: workers need the same Python (3.11, at the same path as the driver's base interpreter), as in a container
-image built from infra/ (README, "Running on a cluster").
+image built from infra/ (docs/cluster.md, "Running on a cluster").
 
     python -m infra.executor_env [--force]
 """
