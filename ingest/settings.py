@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     # -- where the settings come from, and where the local state and conf files are
     env_file: str | None = Field(None, description=(
         "An env file of KEY=VALUE lines read under the real environment; default: the local stack's "
-        "<state>/stack/stack.env written by `lakeline dev up`."))
+        "`<state>/stack/stack.env` written by `lakeline dev up`."))
     state_dir: str | None = Field(None, description=(
         "The folder for ignored runtime state (the local stack, its stack.env); default: the repo's .lakeline/. "
         "Read by infra.paths."))
@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     kafka_bootstrap_servers: str | None = Field(None, description="The Kafka brokers, host:port[,host:port].")
     kafka_options: Annotated[dict[str, SecretStr], NoDecode] = Field({}, description=(
         "Extra Kafka client properties (security.protocol, sasl.*, ssl.*), one variable each: "
-        "LAKELINE_KAFKA_OPT_SASL_MECHANISM is sasl.mechanism. Every value is kept secret until handed to the "
+        "`LAKELINE_KAFKA_OPT_SASL_MECHANISM` is sasl.mechanism. Every value is kept secret until handed to the "
         "client."))
     # Each client gets the typed security fields in its own property names (ingest.adapters.kafka_admin): the
     # JVM's (Spark's source) and librdkafka's (the Python side).
@@ -123,9 +123,9 @@ class Settings(BaseSettings):
     host_id: str | None = Field(None, description=(
         "This host's name in leases; default: the hostname. Two state folders with different ids are two hosts."))
     lock_dir: str | None = Field(None, description=(
-        "The folder of per-pipeline host locks; default: <temp dir>/lakeline-locks."))
+        "The folder of per-pipeline host locks; default: `<temp dir>/lakeline-locks`."))
     crash_at: str | None = Field(None, description=(
-        "For tests and recovery drills only, never in production: <point>@<batch id> makes the driver SIGKILL "
+        "For tests and recovery drills only, never in production: `<point>@<batch id>` makes the driver SIGKILL "
         "itself there (points: after-schema-evolve, after-dlq-commit, after-table-commit)."))
     # -- observability
     pushgateway_url: str | None = Field(None, description="A Pushgateway URL maintenance commands push figures to.")
@@ -255,9 +255,9 @@ def child_env(**overrides: Any) -> dict[str, str]:
     env = dict(os.environ)
     for field, value in {**_SET_FOR_THIS_PROCESS, **overrides}.items():
         if value is None:
-            env.pop(_variable(field), None)
+            env.pop(variable_name(field), None)
         else:
-            env[_variable(field)] = _rendered(value)
+            env[variable_name(field)] = _rendered(value)
     return env
 
 
@@ -322,7 +322,8 @@ def _rendered(value: Any) -> str:
     return str(value)
 
 
-def _variable(field: str) -> str:
+def variable_name(field: str) -> str:
+    """The environment variable a Settings field is read from (LAKELINE_<FIELD>, or its AWS_* name)."""
     alias = Settings.model_fields[field].validation_alias
     if isinstance(alias, AliasChoices):
         return str(alias.choices[0])
@@ -333,7 +334,7 @@ def _explain(error: dict) -> str:
     field = str(error["loc"][0]) if error.get("loc") else ""
     if field not in Settings.model_fields:
         return error["msg"]
-    variable = _variable(field)
+    variable = variable_name(field)
     annotation = str(Settings.model_fields[field].annotation)
     shown = "" if "SecretStr" in annotation else f"={error.get('input')!r}"
     return f"{variable}{shown}: {error['msg']}"
