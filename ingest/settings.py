@@ -4,6 +4,10 @@ Precedence: real environment variables, then the env file named by LAKELINE_ENV_
 <state>/stack/stack.env written by `lakeline dev up`. With no S3 endpoint set, S3A and boto3 talk to real AWS.
 Secrets are `SecretStr`: their repr, `describe()` and logs show `**********`; only the adapters that hand them to a
 client call `get_secret_value()`.
+
+This module is the only one that reads LAKELINE_* variables (tests/unit/test_settings_surface.py checks it): a
+child process gets its environment from `child_env()`, and docs/configuration.md's table is rendered from the
+fields' descriptions (`python -m ingest.settings_table`).
 """
 
 from __future__ import annotations
