@@ -13,7 +13,6 @@ the repo's conf/) and nothing else: no network, no Spark, no Variables.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,9 +21,10 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from ingest.config import load_pipeline
+from ingest.settings import load_settings
 from maintenance import tasks
 
-CONF_DIR = Path(os.environ.get("LAKELINE_CONF_DIR") or Path(__file__).resolve().parent.parent / "conf")
+CONF_DIR = Path(load_settings().conf_dir or Path(__file__).resolve().parent.parent / "conf")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}

@@ -18,17 +18,17 @@ nothing else: no network, no Spark, no Variables.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import pendulum
 from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
+from ingest.settings import load_settings
 from maintenance import tasks
 from maintenance.policy import load_table
 
-CONF_DIR = Path(os.environ.get("LAKELINE_CONF_DIR") or Path(__file__).resolve().parent.parent / "conf")
+CONF_DIR = Path(load_settings().conf_dir or Path(__file__).resolve().parent.parent / "conf")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 # Hourly, each run standing for the hour that just ended: [run time - 1h, run time). (Plain "@hourly" is a
 # trigger timetable in Airflow 3, whose runs have a zero-length data interval.)

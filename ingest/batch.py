@@ -37,9 +37,6 @@ RECORDS_PER_WRITE_TASK = 250_000
 # One pass (see `BatchCommitter._one_pass`): below this many planned records a batch is written by one task (one
 # file per table partition); from it on, by at least one task per core, since the tasks also read and decode.
 ONE_TASK_BELOW = 50_000
-# Fault injection for tests and recovery drills: "<point>@<batch id>" makes the driver SIGKILL itself at that
-# point of that batch (points: after-schema-evolve, after-dlq-commit, after-table-commit). Never set in production.
-CRASH_ENV = "LAKELINE_CRASH_AT"
 
 
 @dataclass
@@ -83,7 +80,7 @@ class BatchCommitter:
 
     def __init__(self, spark: "SparkSession", config: "PipelineConfig", fmt: "TableFormat", main: "LakeTable",
                  dead: "LakeTable", lineage: str, ends: TableEnds, events: "Events",
-                 evolved: "StructType | None" = None, fence: int | None = None):
+                 evolved: "StructType | None" = None, fence: int | None = None, crash_at: str | None = None):
         self.spark, self.config, self.format = spark, config, fmt
         self.main, self.dead, self.lineage, self.events = main, dead, lineage, events
         self._main_end, self._dlq_end, self._last = dict(ends.main), dict(ends.dead_letters), ends.last
@@ -103,6 +100,8 @@ class BatchCommitter:
         self._previous_had_dead_letters = False
         # The driver's fencing token (ingest.lease), carried by every commit record; None without a lease.
         self.fence = fence
+        # Fault injection for tests and recovery drills only (the setting crash_at, LAKELINE_CRASH_AT).
+        self._crash_at = crash_at
 
     def _record(self, batch_id: int, start: Offsets, end: Offsets, rows: int | None,
                 dead_letters: int | None) -> CommitRecord:
@@ -183,7 +182,7 @@ class BatchCommitter:
                 self.commit(self.dead, frame, record)
                 self._dlq_end = dlq_end
                 report.phases["dlq"] = time.monotonic() - mark
-                _maybe_crash("after-dlq-commit", batch_id)
+                self._maybe_crash("after-dlq-commit", batch_id)
             self._dead_letters_settled = True
             main_end = _advance(self._main_end, batch_end)
             if not main_holds:
@@ -194,7 +193,7 @@ class BatchCommitter:
                 self.commit(self.main, frame, record)
                 self._main_end, self._last = main_end, record
                 report.phases["table"] = time.monotonic() - mark
-                _maybe_crash("after-table-commit", batch_id)
+                self._maybe_crash("after-table-commit", batch_id)
             self.first_batch_of_start = False
             # Only once this batch is in both tables: the run loop stops the query to restart it.
             self.restart_requested = self.restart_requested or evolved_here
@@ -258,7 +257,7 @@ class BatchCommitter:
         self.commit(self.main, frame.coalesce(tasks), record)
         self._main_end, self._last = main_end, record
         report.phases["table"] = time.monotonic() - mark
-        _maybe_crash("after-table-commit", batch_id)
+        self._maybe_crash("after-table-commit", batch_id)
         counts = observation.get
         rows, dead = int(counts.get("rows") or 0), int(counts.get("dead") or 0)
         if dead:
@@ -269,7 +268,7 @@ class BatchCommitter:
             self.commit(self.dead, letters, self._record(batch_id, start, dlq_end, 0, dead))
             self._dlq_end = dlq_end
             report.phases["dlq"] = time.monotonic() - mark
-            _maybe_crash("after-dlq-commit", batch_id)
+            self._maybe_crash("after-dlq-commit", batch_id)
         self._previous_had_dead_letters = dead > 0
         self._dead_letters_settled = True
         self.first_batch_of_start = False
@@ -296,13 +295,18 @@ class BatchCommitter:
             self.main.evolve(changes)
             self.events.emit(SchemaEvolved(pipeline=self.config.pipeline, table=self.main.display_name,
                                            changes=[c.describe() for c in changes], batch_id=batch_id))
-            _maybe_crash("after-schema-evolve", batch_id)
+            self._maybe_crash("after-schema-evolve", batch_id)
             self.evolved = record_columns(self.config, self.main.table_schema())
         elif self.evolved == self.plan_evolved:
             return None  # what is rescued cannot be a column (e.g. `@version`): it stays in _rescued_data
         # Columns were added (now, or by an earlier batch of this query): decode this batch with them.
         raw = decoded.select(*[f.name for f in raw_fields(self.config)])
         return decode(raw, self.config.record_schema, self.evolved)
+
+    def _maybe_crash(self, point: str, batch_id: int) -> None:
+        if self._crash_at == f"{point}@{batch_id}":
+            print(f"LAKELINE_CRASH_AT: SIGKILL at {point} of batch {batch_id}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def commit(self, table: "LakeTable", frame: "DataFrame", record: CommitRecord) -> None:
         """Append with retries. A conflict is retried; an unknown outcome is reconciled against the table's own
@@ -402,12 +406,6 @@ def _fewer_tasks(frame: "DataFrame", records: int) -> "DataFrame":
     output file is not tiny; a 50-record batch over 4 source partitions becomes 1 file, not 4. (Asking for more
     tasks than the frame has partitions leaves it as it is.)"""
     return frame.coalesce(max(1, -(-records // RECORDS_PER_WRITE_TASK)))
-
-
-def _maybe_crash(point: str, batch_id: int) -> None:
-    if os.environ.get(CRASH_ENV) == f"{point}@{batch_id}":
-        print(f"{CRASH_ENV}: SIGKILL at {point} of batch {batch_id}", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _advance(previous: Offsets, batch_end: Offsets) -> Offsets:

@@ -7,11 +7,10 @@ from ingest.settings. Every error names the file, the key and the fix.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pyspark.sql.types import DataType, StructField, StructType, TimestampNTZType, TimestampType
@@ -19,9 +18,12 @@ from pyspark.sql.types import DataType, StructField, StructType, TimestampNTZTyp
 from ingest.errors import ConfigError
 from ingest.partitioning import PartitionField, Transform, check_fields, resolve
 from ingest.settings import Settings, is_secret_option
+from ingest.yaml_loading import load_yaml_mapping
 from ingest.types import JSON_NAME, REQUIRED, TIME_FORMAT, TIME_FORMATS, contains, parse_type, table_type
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# The one name rule: pipelines, tables and columns start with a letter and use letters, digits and _ (a name
+# becomes a column, a DAG id or part of a path).
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+)(ms|s|m))$")
 RESERVED_PREFIX = "_"
 
@@ -46,7 +48,7 @@ class SchemaField(_Strict):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not NAME.match(value):
             raise ValueError(f"field name {value!r} must start with a letter and use letters, digits and _; "
                              f"a JSON key that is not such a name goes in json_name (name: {_suggest(value)!r}, "
                              f"json_name: {value!r})")
@@ -198,7 +200,7 @@ class PartitionBy(_Strict):
     @field_validator("column")
     @classmethod
     def _valid_column(cls, value: str | None) -> str | None:
-        if value is not None and not _NAME.match(value):
+        if value is not None and not NAME.match(value):
             raise ValueError(f"{value!r} must start with a letter and use letters, digits and _")
         return value
 
@@ -224,7 +226,7 @@ class Sink(_Strict):
     @field_validator("table", "namespace", "dead_letter_table")
     @classmethod
     def _valid_identifier(cls, value: str | None) -> str | None:
-        if value is not None and not _NAME.match(value):
+        if value is not None and not NAME.match(value):
             raise ValueError(f"{value!r} must start with a letter and use letters, digits and _")
         return value
 
@@ -268,7 +270,7 @@ class PipelineConfig(_Strict):
     @field_validator("pipeline")
     @classmethod
     def _valid_pipeline(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not NAME.match(value):
             raise ValueError(f"{value!r} must start with a letter and use letters, digits and _")
         return value
 
@@ -329,12 +331,12 @@ class PipelineConfig(_Strict):
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 
 
-def parse_duration(value: str) -> float:
-    """'90s', '15m', '6h', '7d' -> seconds."""
+def parse_duration(value: str) -> timedelta:
+    """'90s', '15m', '6h', '7d' -> a timedelta. A ValueError, which pydantic reports under the key being read."""
     match = _DURATION.match(str(value))
     if not match:
         raise ValueError(f"{value!r} is not a duration; use e.g. 30m, 24h or 7d")
-    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+    return timedelta(seconds=int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)])
 
 
 def parse_trigger(value: str) -> tuple[str, float | None]:
@@ -376,15 +378,7 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such pipeline file (pipelines live in conf/pipelines/).")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys (pipeline, source, schema, sink, ...), "
-                          f"got {type(data).__name__}")
+    data = load_yaml_mapping(path, "pipeline, source, schema, sink, ...")
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as exc:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ingest.errors import DriverLockHeld
 
-LOCK_DIR_ENV = "LAKELINE_LOCK_DIR"  # default: <temp dir>/lakeline-locks
 POLL_SECONDS = 0.05
 
 
@@ -27,7 +26,8 @@ class DriverLock:
     """Exclusive per-pipeline lock. `acquire()` fails fast; `wait()` blocks (polling) until it is free."""
 
     def __init__(self, pipeline: str, checkpoint_location: str, directory: str | Path | None = None):
-        base = Path(directory or os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "lakeline-locks")
+        # `directory`: the setting lock_dir (LAKELINE_LOCK_DIR); default <temp dir>/lakeline-locks.
+        base = Path(directory or Path(tempfile.gettempdir()) / "lakeline-locks")
         digest = hashlib.sha256(checkpoint_location.encode()).hexdigest()[:16]
         self.pipeline = pipeline
         self.path = base / f"{pipeline}-{digest}.lock"

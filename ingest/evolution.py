@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DecimalType, DoubleType, FloatType,
                                IntegerType, LongType, MapType, ShortType, StringType, StructField, StructType)
 
+from ingest.config import NAME
+
 _INTEGERS = (ByteType, ShortType, IntegerType, LongType)
 
 
@@ -91,7 +93,6 @@ def _compare(old: DataType, new: DataType, path: tuple[str, ...], changes: list[
                         f"only widens (int->long, float->double, decimal precision up)")
 
 
-_COLUMN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _STEP = re.compile(r"\[\d+\]|[^.\[\]]+")
 
 
@@ -112,7 +113,7 @@ def infer(value) -> DataType | None:
         for item in value:
             element = merge(element, infer(item))
         return None if element is None else ArrayType(element, True)
-    fields = [StructField(k, t, True) for k, v in value.items() if _COLUMN.match(k) and (t := infer(v)) is not None]
+    fields = [StructField(k, t, True) for k, v in value.items() if NAME.match(k) and (t := infer(v)) is not None]
     return StructType(fields) if fields else None
 
 
@@ -156,7 +157,7 @@ def _walk(table: StructType, steps: list[str]) -> tuple[tuple[str, ...], str] | 
             return None
         held = next((f for f in node.fields if f.name.lower() == step.lower()), None)
         if held is None:
-            return (tuple(parent), step) if last and _COLUMN.match(step) else None
+            return (tuple(parent), step) if last and NAME.match(step) else None
         node = held.dataType
         parent.append(held.name)
     return None  # the field exists (a rescued key never names an existing field)

@@ -47,10 +47,10 @@ class LeaseState:
     etag: str
 
 
-def host_id() -> str:
+def host_id(settings) -> str:
     """This host's name in leases (LAKELINE_HOST_ID, default the hostname): two state folders with different ids
     are two hosts to the lease."""
-    return os.environ.get("LAKELINE_HOST_ID") or socket.gethostname()
+    return settings.host_id or socket.gethostname()
 
 
 def _process_alive(pid: int) -> bool:
@@ -77,7 +77,7 @@ def lease_uri(checkpoint_location: str) -> str | None:
 class PipelineLease:
     """The lease of one pipeline, held by this process once `acquire` returned its token."""
 
-    def __init__(self, pipeline: str, uri: str, client, ttl: float):
+    def __init__(self, pipeline: str, uri: str, client, ttl: float, host: str | None = None):
         from ingest.adapters.object_store import split_s3_uri
 
         if ttl < 3:
@@ -86,7 +86,7 @@ class PipelineLease:
         self.pipeline, self.uri, self.ttl = pipeline, uri, ttl
         self.bucket, self.key = split_s3_uri(uri)
         self._s3 = client
-        self.owner, self.host, self.pid = uuid.uuid4().hex, host_id(), os.getpid()
+        self.owner, self.host, self.pid = uuid.uuid4().hex, host or socket.gethostname(), os.getpid()
         self.token: int | None = None
         self._etag: str | None = None
         self._writes = 0
@@ -235,4 +235,5 @@ def pipeline_lease(pipeline: str, checkpoint_location: str, settings) -> Pipelin
     # botocore's own timeouts and retries: a renewal that fails for a whole ttl loses the lease, so a short timeout
     # would turn a slow answer (a loaded store) into a false loss; a try that timed out but landed is recognised
     # by `_landed`.
-    return None if uri is None else PipelineLease(pipeline, uri, s3_client(settings), settings.lease_seconds)
+    return None if uri is None else PipelineLease(pipeline, uri, s3_client(settings), settings.lease_seconds,
+                                                    host_id(settings))

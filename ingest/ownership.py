@@ -25,7 +25,7 @@ def drive(pipeline: "Pipeline", standby: bool = False) -> Iterator[bool]:
     pipeline, False when a standby was stopped (SIGTERM/SIGINT) before taking over. The lease (`pipeline.lease`,
     None off S3) is renewed until the block ends; losing it calls `pipeline.lost_lease`."""
     location = pipeline.config.checkpoint_location(pipeline.settings)
-    lock, lease = DriverLock(pipeline.config.pipeline, location), pipeline.lease
+    lock, lease = DriverLock(pipeline.config.pipeline, location, pipeline.settings.lock_dir), pipeline.lease
     if standby:
         if not _wait_as_standby(pipeline, lock):
             yield False

@@ -118,7 +118,7 @@ class Pipeline:
             evolved = record_columns(self.config, start.main.table_schema())
         self._committer = BatchCommitter(spark, self.config, format_for(self.config.sink.format), start.main,
                                          start.dead, start.plan.lineage, start.ends, self.events, evolved,
-                                         start.fence)
+                                         start.fence, crash_at=self.settings.crash_at)
         return start.plan
 
     def decoded_stream(self, source: "DataFrame") -> "DataFrame":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.types import (ArrayType, DataType, DateType, MapType, StringType, StructField,
                                StructType, TimestampType)
 
+from ingest.config import NAME
 from ingest.evolution import merge, plan_changes
 from ingest.types import to_ddl
 
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from ingest.config import PipelineConfig
     from ingest.settings import Settings
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 @dataclass
@@ -131,7 +131,7 @@ def infer_schema(records: list[bytes]) -> Inferred:
                 present[key] = present.get(key, 0) + 1
     fields = []
     for key, data_type in types.items():
-        spec: dict = {"name": key if _NAME.match(key) else _column_name(key)}
+        spec: dict = {"name": key if NAME.match(key) else _column_name(key)}
         if spec["name"] != key:
             spec["json_name"] = key
         ddl = to_ddl(data_type or StringType())
@@ -145,7 +145,7 @@ def infer_schema(records: list[bytes]) -> Inferred:
 def _plain(data_type: DataType | None) -> bool:
     """Whether every nested name is a plain identifier (then the DDL reads better without backticks)."""
     if isinstance(data_type, StructType):
-        return all(_NAME.match(f.name) and _plain(f.dataType) for f in data_type.fields)
+        return all(NAME.match(f.name) and _plain(f.dataType) for f in data_type.fields)
     if isinstance(data_type, ArrayType):
         return _plain(data_type.elementType)
     if isinstance(data_type, MapType):

@@ -36,11 +36,9 @@ STOP_SIGNAL = "io.lakeline.spark.StopSignal"
 
 # A JVM class-data archive (AppCDS) of the classes a Lakeline driver loads, made once per machine by
 # `lakeline dev class-archive` (infra/setup.sh runs it): a local driver maps them instead of loading and verifying
-# each class from its jar, which cuts about 5 s from every start and first batch (bench/results/). "off" disables;
-# a path uses that archive file instead of the one made for these jars (the trainer checks a new one so).
-CLASS_ARCHIVE_ENV = "LAKELINE_CLASS_ARCHIVE"
-# Set by the trainer only: the driver writes the archive of the classes it loaded to this path as its JVM exits.
-CLASS_ARCHIVE_DUMP_ENV = "LAKELINE_CLASS_ARCHIVE_DUMP"
+# each class from its jar, which cuts about 5 s from every start and first batch (bench/results/). Settings
+# class_archive ("off", or another archive's path: the trainer checks a new one so) and class_archive_dump (the
+# trainer's run writes the archive of the classes it loaded there as its JVM exits).
 # The JVM reports an archive it cannot use (another classpath) and starts without it; Lakeline's key already
 # tells such archives apart, so those lines would only be noise on every start.
 _QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
@@ -91,12 +89,12 @@ def _driver_logging(settings: Settings, app_name: str) -> str:
     return f"-Dlog4j2.configurationFile=file:{_LOG4J2},file:{_LOG4J2_JSON} -Dlakeline.app={app}"
 
 
-def _class_archive_options(jars: list[str]) -> str:
+def _class_archive_options(settings: Settings, jars: list[str]) -> str:
     """The driver JVM options that use the class archive (or, for the trainer, write it); "" when there is none."""
-    chosen = os.environ.get(CLASS_ARCHIVE_ENV, "")
+    chosen = settings.class_archive
     if chosen.lower() == "off":
         return ""
-    dump = os.environ.get(CLASS_ARCHIVE_DUMP_ENV)
+    dump = settings.class_archive_dump
     if dump:
         return f" -XX:ArchiveClassesAtExit={dump} {_QUIET_CDS}"
     if chosen:
@@ -195,7 +193,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.ui.enabled": "false",
         "spark.sql.debug.maxToStringFields": "500",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.memory": os.environ.get("LAKELINE_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": settings.spark_driver_memory,
         "spark.sql.streaming.stopGracefullyOnShutdown": "false",
         # Delta: keep commitInfo user metadata per write; never auto-optimize inside the stream.
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
@@ -226,7 +224,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         # Spark would copy every one (about 700 MB, most of it the AWS SDK bundle) into a temp folder at each
         # start: 3-4 s of every start-up. (PYSPARK_GATEWAY_PORT set: spark-submit has already started the JVM.)
         conf["spark.driver.extraClassPath"] = os.pathsep.join(jars)
-        conf["spark.driver.extraJavaOptions"] += _class_archive_options(jars)
+        conf["spark.driver.extraJavaOptions"] += _class_archive_options(settings, jars)
     elif settings.spark_jars_on_workers:
         # The workers have the jars at the same path (the local cluster, an image): no ~700 MB shipped to each
         # executor.
@@ -317,7 +315,7 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("LAKELINE_SPARK_LOG_LEVEL", "WARN"))
+    spark.sparkContext.setLogLevel(settings.spark_log_level)
     if "spark.archives" in conf:
         spark.sparkContext.addPyFile(str(_code_zip()))  # Lakeline's own code, as this driver has it
     return spark

@@ -27,13 +27,13 @@ JVM_EXIT_TIMEOUT = 120  # seconds for its JVM to write the archive after the dri
 
 def build_class_archive(force: bool = False) -> tuple[Path, str]:
     """Make the class archive for this machine's JVM and jars unless it exists. Returns (path, what happened)."""
-    from ingest.settings import load_settings
-    from ingest.spark import (CLASS_ARCHIVE_DUMP_ENV, CLASS_ARCHIVE_ENV, archive_is_complete, class_archive,
-                              spark_jars)
+    from ingest.settings import child_env, load_settings
+    from ingest.spark import archive_is_complete, class_archive, spark_jars
 
-    archive = class_archive(spark_jars(load_settings()))
-    if os.environ.get(CLASS_ARCHIVE_ENV, "").lower() == "off":
-        return archive, f"not made: {CLASS_ARCHIVE_ENV}=off"
+    settings = load_settings()
+    archive = class_archive(spark_jars(settings))
+    if settings.class_archive.lower() == "off":
+        return archive, "not made: LAKELINE_CLASS_ARCHIVE=off"
     if archive_is_complete(archive) and not force:
         return archive, "up to date"
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -41,7 +41,7 @@ def build_class_archive(force: bool = False) -> tuple[Path, str]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lakeline-class-archive-") as work:
         log = Path(work) / "training.log"
-        env = {**os.environ, "LAKELINE_STATE_DIR": work, CLASS_ARCHIVE_DUMP_ENV: str(partial)}
+        env = child_env(state_dir=work, class_archive_dump=str(partial))
         command = [sys.executable, "-m", "lakeline", "demo", "--count", str(TRAINING_EVENTS), "--down"]
         try:
             with open(log, "w") as out:
@@ -73,9 +73,9 @@ def build_class_archive(force: bool = False) -> tuple[Path, str]:
 def _check(archive: Path) -> None:
     """Start a driver from the new archive, as every driver will, and see it mapped: an archive the JVM cannot use
     is never installed, and one that would crash it (Java 17 does not check its length) fails here, not later."""
-    from ingest.spark import CLASS_ARCHIVE_ENV
+    from ingest.settings import child_env
 
-    env = {**os.environ, CLASS_ARCHIVE_ENV: str(archive), "LAKELINE_SPARK_MASTER": "local[1]"}
+    env = child_env(class_archive=str(archive), spark_master="local[1]")
     checked = subprocess.run([sys.executable, "-m", "lakeline.class_archive", "--check", str(archive)], env=env,
                              capture_output=True, text=True, timeout=300)
     if checked.returncode != 0:

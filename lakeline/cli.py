@@ -5,10 +5,10 @@ onto exit codes."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ingest.errors import ExitCode, LakelineError
+from ingest.settings import log_format_from_environment, set_for_this_process
 from lakeline import logs
 from lakeline.commands import checkpoint, deadletters, demo, dev, drill, pipeline, schema, tables
 
@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     if chosen is not None and chosen not in logs.LOG_FORMATS:
         parser.error(f"--log-format {chosen!r}: choose one of {', '.join(logs.LOG_FORMATS)}")
     args = parser.parse_args(argv)
-    log_format = chosen or os.environ.get("LAKELINE_LOG_FORMAT") or "text"
+    log_format = chosen or log_format_from_environment() or "text"
     if log_format not in logs.LOG_FORMATS:
         parser.error(f"LAKELINE_LOG_FORMAT={log_format!r}: choose one of {', '.join(logs.LOG_FORMATS)}")
-    os.environ["LAKELINE_LOG_FORMAT"] = log_format  # the settings of this command and of what it starts
+    set_for_this_process(log_format=log_format)  # the settings of this command and of what it starts
     logs.configure(log_format=log_format)
     try:
         return int(args.run(args))

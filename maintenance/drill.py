@@ -19,7 +19,6 @@ Recovery seconds = from the fault to the first new commit reported by the restar
 from __future__ import annotations
 
 import logging
-import os
 import random
 import re
 import signal
@@ -38,7 +37,7 @@ import yaml
 from ingest.config import PipelineConfig
 from ingest.errors import ConfigError, LakelineError
 from ingest.events import BatchCommitted, BatchReplayed, Event, RunStarted, read_events
-from ingest.settings import Settings
+from ingest.settings import Settings, child_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -234,8 +233,7 @@ class Drill:
         """A real `lakeline ingest` driver process; its run events (JSON lines on stdout) are read as they come,
         its log (stderr) goes to <work>/<role>.log."""
         log = target.work / f"{role}.log"
-        env = {**os.environ, "LAKELINE_WAREHOUSE": target.settings.warehouse}
-        env.pop("LAKELINE_CRASH_AT", None)
+        env = child_env(warehouse=target.settings.warehouse, crash_at=None)
         process = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline",
                                     str(target.yaml_path), "--trigger", trigger, "--events", "-"],
                                    stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, env=env)

@@ -80,7 +80,7 @@ def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, 
              lag_exact: bool = True) -> FreshnessReport:
     """Pure SLA check. With lag_exact False, `lag` is a lower bound of the records waiting."""
     sla = config.freshness
-    limit = parse_duration(sla.max_staleness)
+    limit = parse_duration(sla.max_staleness).total_seconds()
     staleness = None if last_commit_at is None else max(0.0, (as_of - last_commit_at).total_seconds())
     problems = []
     waiting = f"{'' if lag_exact else 'at least '}{lag:,}"

@@ -14,18 +14,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ingest.config import PipelineConfig, load_pipeline, validation_problems
-from ingest.config import parse_duration as duration_seconds
+from ingest.config import NAME, PipelineConfig, load_pipeline, parse_duration, validation_problems
 from ingest.errors import ConfigError
 from ingest.formats import format_for
+from ingest.yaml_loading import load_yaml_mapping
 from ingest.partitioning import PartitionField, key_matches, partition_key, recency_key
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 # Hard floors no table file can go below (a shorter value is refused at load time).
 HARD_MIN_RETAIN = timedelta(hours=1)
@@ -41,11 +39,6 @@ def parse_size(value: str | int) -> int:
     if not match:
         raise ValueError(f"{value!r} is not a size; use e.g. 128MB, 1GB or a number of bytes")
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "B").upper()])
-
-
-def parse_duration(value: str) -> timedelta:
-    """'72h' -> timedelta(hours=72); units s, m, h, d."""
-    return timedelta(seconds=duration_seconds(value))
 
 
 def format_size(size: float) -> str:
@@ -169,7 +162,7 @@ class TablePolicy(_Strict):
     @field_validator("table")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not NAME.match(value):
             raise ValueError(f"{value!r} must start with a letter and use letters, digits and _ (it becomes a "
                              f"DAG id)")
         return value
@@ -233,12 +226,7 @@ def load_table(name_or_path: str, conf_dir: str | Path = "conf") -> MaintainedTa
     path = resolve_table_file(name_or_path, conf_dir)
     if not path.is_file():
         raise ConfigError(f"{path}: no such table file (tables live in conf/tables/).")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys (table, pipeline, compaction, retention)")
+    data = load_yaml_mapping(path, "table, pipeline, compaction, retention")
     try:
         policy = TablePolicy.model_validate(data)
     except ValidationError as exc:

@@ -36,25 +36,23 @@ class CommandResult:
 
 
 def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> list[str]:
-    """The command line for `lakeline <args>` under the configured launcher."""
-    env = os.environ if environ is None else environ
-    launcher = env.get("LAKELINE_TASK_LAUNCHER", "local")
-    if launcher == "local":
-        return [sys.executable, "-m", "lakeline", *args]
-    if launcher == "spark-submit":
-        master = env.get("LAKELINE_SPARK_MASTER")
-        if not master:
-            raise ConfigError("LAKELINE_TASK_LAUNCHER=spark-submit needs LAKELINE_SPARK_MASTER (e.g. "
-                              "spark://host:7077 or yarn)")
-        # spark-submit starts the driver's JVM: the connector jars must be on its classpath from the start (a
-        # SparkSession's spark.jars would come too late for Hadoop's FileSystem lookup of S3A).
-        from ingest.settings import load_settings
-        from ingest.spark import spark_jars
+    """The command line for `lakeline <args>` under the configured launcher: this process's settings, or those of
+    exactly `environ` when given."""
+    from ingest.settings import load_settings, settings_from
 
-        jars = spark_jars(load_settings())
-        return [env.get("LAKELINE_SPARK_SUBMIT", "spark-submit"), "--master", master, "--deploy-mode", "client",
-                "--driver-class-path", os.pathsep.join(jars), str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
-    raise ConfigError(f"LAKELINE_TASK_LAUNCHER={launcher!r}: use local or spark-submit")
+    settings = load_settings() if environ is None else settings_from(environ)
+    if settings.task_launcher == "local":
+        return [sys.executable, "-m", "lakeline", *args]
+    if "spark_master" not in settings.model_fields_set:  # the local[2] default means nothing to spark-submit
+        raise ConfigError("LAKELINE_TASK_LAUNCHER=spark-submit needs LAKELINE_SPARK_MASTER (e.g. "
+                          "spark://host:7077 or yarn)")
+    # spark-submit starts the driver's JVM: the connector jars must be on its classpath from the start (a
+    # SparkSession's spark.jars would come too late for Hadoop's FileSystem lookup of S3A).
+    from ingest.spark import spark_jars
+
+    jars = spark_jars(load_settings())
+    return [settings.spark_submit, "--master", settings.spark_master, "--deploy-mode", "client",
+            "--driver-class-path", os.pathsep.join(jars), str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
 
 
 def run_lakeline(args: list[str], timeout: float | None = None,
@@ -63,7 +61,10 @@ def run_lakeline(args: list[str], timeout: float | None = None,
     parse the JSON it prints on stdout.
     Raises TaskFailed for an exit code outside `allowed_codes`."""
     command = lakeline_command(args)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    from ingest.settings import child_env
+
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                cwd=REPO_ROOT)
     tail: list[str] = []

@@ -62,6 +62,17 @@ def test_missing_pipeline_file_is_explained(tmp_path):
         load_table(str(path))
 
 
+def test_bad_yaml_in_a_table_file_names_line_and_column(tmp_path):
+    path = tmp_path / "tables" / "broken.yaml"
+    path.parent.mkdir()
+    path.write_text("table: t1\npipeline: ../pipelines/p.yaml\ncompaction: [oops\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml: not valid YAML at line 4, column 1"):
+        load_table(str(path))
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml: expected a mapping of keys \(table, pipeline"):
+        load_table(str(path))
+
+
 def test_retention_floors_are_enforced_at_load(tmp_path):
     with pytest.raises(ConfigError, match="retain 2h is shorter than min_retain 24h"):
         load_table(str(_table_file(tmp_path, retention={"retain": "2h"})))
