@@ -201,7 +201,7 @@ class Drill:
 
             KafkaAdmin(target.settings).delete_topic(target.source)
         for table in tables_for(self.spark, target.config, target.settings):
-            table.drop()
+            table.maintenance.drop()
         HadoopFS(self.spark).delete(target.settings.warehouse)
 
     def cleanup(self) -> list[str]:

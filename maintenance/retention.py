@@ -1,5 +1,5 @@
 """Retention: Delta VACUUM; Iceberg expire_snapshots and orphan-file removal (the table format's
-`LakeTable.remove_expired`). Dry-run unless told otherwise.
+`table.maintenance.remove_expired`). Dry-run unless told otherwise.
 
 Guards (maintenance.policy.retention_problems), checked before anything is read or deleted:
 - the time-travel window `retain` may not go below `retention.min_retain` nor, for Delta, below the table's
@@ -68,7 +68,7 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
     policy = table.policy.retention
     request = RetentionRequest(retain_override or policy.retain_delta, orphan_override or policy.orphan_delta)
     lake = open_table(spark, table, settings)
-    table_min, table_key = lake.retention_floor()
+    table_min, table_key = lake.maintenance.retention_floor()
     problems = retention_problems(policy, request, table_min, table_key)
     if problems:
         raise RetentionRefused(f"{table.path}: retention refused for {table.name}:\n  - " + "\n  - ".join(problems))
@@ -77,7 +77,7 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
     if policy.allow_short_windows:
         result.notes.append("retention.allow_short_windows is on: the 1h floors do not apply (dev/test tables only)")
     result.notes += _backup_notes(spark, table, settings, request.retain, now)
-    outcome = lake.remove_expired(request.retain, request.orphan_older_than, now, dry_run)
+    outcome = lake.maintenance.remove_expired(request.retain, request.orphan_older_than, now, dry_run)
     result.orphan_older_than_hours = outcome.orphan_older_than.total_seconds() / 3600
     result.notes += outcome.notes
     result.expire_before, result.files_deleted, result.orphan_files = (outcome.expire_before, outcome.files_deleted,
