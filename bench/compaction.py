@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from infra import stack
-    from ingest.adapters.analyst import duckdb_query
+    from ingest.analyst import duckdb_query
     from ingest.pipeline import Pipeline
     from ingest.produce import produce
     from ingest.reconcile import reconcile

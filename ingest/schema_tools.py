@@ -13,6 +13,7 @@ from pyspark.sql.types import (ArrayType, DataType, DateType, MapType, StringTyp
                                StructType, TimestampType)
 
 from ingest.evolution import merge, plan_changes
+from ingest.kinesis_offsets import TRIM_HORIZON
 from ingest.types import to_ddl
 
 if TYPE_CHECKING:
@@ -194,7 +195,6 @@ def _kafka_sample(config, settings, count: int, timeout: float) -> list[bytes]:
 
 def _kinesis_sample(config, settings, count: int) -> list[bytes]:
     from ingest.adapters.kinesis import KinesisClient, client_options
-    from ingest.sources.kinesis_offsets import TRIM_HORIZON
 
     client = KinesisClient(client_options(settings))
     out: list[bytes] = []

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ingest import kinesis_offsets as ko
 from ingest.commits import Offsets
 from ingest.config import PipelineConfig, parse_duration
 from ingest.errors import ConfigError
@@ -24,7 +25,7 @@ from ingest.settings import Settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.sources.kinesis_offsets import ShardInfo
+    from ingest.kinesis_offsets import ShardInfo
 
 KINESIS_LAG_SCAN_LIMIT = 100_000
 
@@ -57,8 +58,6 @@ def kinesis_lag(stream: str, shards: "list[ShardInfo]", table_end: Offsets, star
     """(records behind the table's end over all shards, exact?). `pages(shard_id, position, budget)` yields record
     pages from a shard position to its tip. A shard the table has never seen counts from where the pipeline would
     start it (a child of a known shard, or TRIM_HORIZON: all of it; LATEST: nothing)."""
-    from ingest.sources import kinesis_offsets as ko
-
     listed = {s.shard_id for s in shards}
     count = 0
     for shard in shards:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.adapters.analyst import duckdb_query
+from ingest.analyst import duckdb_query
 from ingest.config import PipelineConfig, load_pipeline
 from ingest.errors import ConfigError
 from ingest.formats import tables_for
