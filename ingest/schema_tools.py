@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING
@@ -168,8 +169,6 @@ def sample(config: "PipelineConfig", settings: "Settings", count: int, timeout: 
 
 
 def _kafka_sample(config, settings, count: int, timeout: float) -> list[bytes]:
-    import time
-
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from ingest.adapters.kafka_admin import KafkaAdmin, librdkafka_config

@@ -17,9 +17,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ingest import kinesis_offsets as ko
+from ingest.adapters.kafka_admin import KafkaAdmin
+from ingest.adapters.kinesis import KinesisClient, client_options
 from ingest.commits import Offsets
 from ingest.config import PipelineConfig, parse_duration
 from ingest.errors import ConfigError
+from ingest.formats import tables_for
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
@@ -94,10 +97,7 @@ def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, 
 
 def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_of: datetime) -> FreshnessReport:
     """Observe the table's newest commit and the source's lag, then evaluate the SLA."""
-    from pyspark.errors import AnalysisException
-
-    from ingest.adapters.kafka_admin import KafkaAdmin
-    from ingest.formats import tables_for
+    from pyspark.errors import AnalysisException  # heavy: pyspark loads with the session that calls this
 
     main, _ = tables_for(spark, config, settings)
     try:
@@ -106,8 +106,6 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_
         record = None
     last_at = main.last_commit_time() if record else None
     if config.source.kind == "kinesis":
-        from ingest.adapters.kinesis import KinesisClient, client_options
-
         client, stream = KinesisClient(client_options(settings)), config.source.stream
 
         def pages(shard_id: str, position: str, budget: int):

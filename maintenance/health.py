@@ -81,7 +81,7 @@ def health_json(health: TableHealth) -> dict:
 def plot_sizes(path: str, runs: list[tuple[str, list[int]]], target: int) -> None:
     """PNG of the data-file size distribution on a log scale (small files are KB, the target is ~100 MB); two
     runs (e.g. before/after compaction) side by side."""
-    import matplotlib
+    import matplotlib  # heavy, and only `--plot` draws
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

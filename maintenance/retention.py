@@ -20,8 +20,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from maintenance.health import open_table
+from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.errors import RetentionRefused
+from maintenance.checkpoints import list_backups
+from maintenance.health import open_table
 from maintenance.policy import MaintainedTable, RetentionRequest, retention_problems
 
 if TYPE_CHECKING:
@@ -88,9 +90,6 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
 
 
 def _backup_notes(spark, table: MaintainedTable, settings, retain_window: timedelta, now: datetime) -> list[str]:
-    from ingest.adapters.hadoop_fs import HadoopFS
-    from maintenance.checkpoints import list_backups
-
     root = table.pipeline.backup_location(settings)
     times = []
     for backup_id in list_backups(HadoopFS(spark), root):

@@ -24,6 +24,7 @@ approximate_arrival_timestamp, partition_key, data (binary).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -102,8 +103,6 @@ class KinesisStreamReader(DataSourceStreamReader):
         explicit = options.get("starting_positions")
         self.explicit: dict[str, str] | None = None
         if explicit:
-            import json
-
             self.explicit = {str(k): str(v) for k, v in json.loads(explicit).items()}
             for position in self.explicit.values():
                 ko.last_sequence(position)  # validates
