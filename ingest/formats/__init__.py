@@ -1,17 +1,11 @@
-"""The table-format seam: everything that differs between Delta Lake and Apache Iceberg lives behind `TableFormat`
-(stateless, one per format), `LakeTable` (one table, in one Spark session: the stream's side) and its
-`TableMaintenance` facet (`table.maintenance`: maintenance's side, ingest.formats.table_maintenance).
+"""The table-format seam. What differs between Delta Lake and Apache Iceberg lives behind `TableFormat` (stateless,
+one per format: where a pipeline's tables are, the Spark-free analyst read, commit-failure classification),
+`LakeTable` (one table in one Spark session, the stream's side: create, append with the commit record, commit
+records, fence, schema) and its facet `table.maintenance` (`TableMaintenance`: measure, compact, expire, drop).
+Callers never branch on the format: `format_for(name)` is the only place a name becomes an implementation.
 
-Callers never branch on the format name: they ask `format_for(name)` (the only place a name becomes an
-implementation) or `tables_for(...)` for a pipeline's tables, and call the interface. The stream's side: creating and
-reading the table, appending with Lakeline's commit record, reading commit records back, the fence, the table schema
-and adding columns to it. Maintenance's side: measuring its files (health), compaction, retention, dropping it. The
-format itself: where a pipeline's tables are, the Spark-free analyst read, and classifying a commit failure by its
-exception type (conflict: retry; unknown outcome: reconcile).
-
-Heavy imports (pyspark, py4j, and the ingest modules that load pyspark types) stay inside functions: the command
-imports this module to parse its arguments. Each format's module imports this one, so `format_for` imports them
-late.
+pyspark, py4j and the ingest modules that load pyspark types are imported inside functions: the command imports
+this module to parse its arguments. The format modules import this one, so `format_for` imports them late.
 """
 
 from __future__ import annotations
