@@ -63,7 +63,7 @@ PADDING = "x" * 600  # a filler snapshot then weighs in metadata.json what a pip
 def _fill_history(table, snapshots: int, per_transaction: int = 1000) -> None:
     """Give an Iceberg table `snapshots` more (empty) snapshots, `per_transaction` to a metadata.json write (a
     transaction keeps every change it made in memory: one of 8,000 filled the driver's heap)."""
-    java_table = table._java_table()  # noqa: SLF001 - measuring the table's own metadata
+    java_table = table.java_table()  # measuring the table's own metadata
     for first in range(0, snapshots, per_transaction):
         java_table.refresh()
         transaction = java_table.newTransaction()
@@ -140,7 +140,7 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
         result["log_checkpoints"] = len(checkpointer.written)
         result["log_checkpoint_median_s"] = round(statistics.median(s for _, s in checkpointer.written), 3)
     if fmt == "iceberg":
-        java_table = table._java_table()  # noqa: SLF001 - measuring the table's own metadata
+        java_table = table.java_table()  # measuring the table's own metadata
         java_table.refresh()
         metadata = str(java_table.operations().current().metadataFileLocation())
         result["metadata_json_kb"] = round(fs.getFileStatus(jvm.org.apache.hadoop.fs.Path(metadata)).getLen() / 1024)
@@ -151,7 +151,7 @@ def _run(spark, settings, variant: str, commits: int, history: int = 0) -> dict:
             result["manifest_merges"] = len(merged)
             result["manifest_merge_median_s"] = (round(statistics.median(s for _, s in merged), 3) if merged
                                                  else None)
-    table.drop()
+    table.maintenance.drop()
     return result
 
 

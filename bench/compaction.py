@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from infra import stack
-    from ingest.adapters.analyst import duckdb_query
+    from ingest.analyst import duckdb_query
     from ingest.pipeline import Pipeline
     from ingest.produce import produce
     from ingest.reconcile import reconcile
@@ -167,7 +167,7 @@ def _fragment(spark, config, settings, files: int, partitions: int) -> None:
           flush=True)
     started = time.monotonic()
     table = tables_for(spark, config, settings)[0]
-    table.replace_rows(table.read().localCheckpoint().repartition(tasks))
+    table.maintenance.replace_rows(table.read().localCheckpoint().repartition(tasks))
     print(f"   fragmented in {time.monotonic() - started:.0f}s", flush=True)
 
 

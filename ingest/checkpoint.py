@@ -14,6 +14,7 @@ from datetime import datetime, UTC
 from typing import Protocol
 
 from ingest.commits import CommitRecord, Offsets, offsets_from_json
+from ingest.kinesis_offsets import is_kinesis_offset, next_positions
 
 # A running pipeline rewrites <checkpoint>/_lakeline/heartbeat this often; `checkpoint restore` refuses while
 # the heartbeat is younger than HEARTBEAT_STALE_SECONDS.
@@ -56,8 +57,6 @@ def parse_offset_file(text: str) -> Offsets:
         raise ValueError("not a Spark offset log entry")
     try:
         data = json.loads(lines[2])
-        from ingest.sources.kinesis_offsets import is_kinesis_offset, next_positions
-
         if is_kinesis_offset(data):
             return next_positions(data)
         return offsets_from_json(data)

@@ -8,11 +8,13 @@ FILE|-`: one JSON object per event, read by drills, benchmarks and tests). Nothi
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
 from typing import IO, ClassVar
 
 
@@ -330,8 +332,6 @@ class JsonLogLines:
         self.stream = stream
 
     def __call__(self, event: Event) -> None:
-        import sys
-
         line = human_line(event)
         if line is None:
             return
@@ -344,8 +344,6 @@ class JsonLogLines:
 
 
 def _iso(at: float) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -354,8 +352,6 @@ class HumanLines:
     `write` (e.g. a logger)."""
 
     def __init__(self, stream: IO[str] | None = None, write: Callable[[str], None] | None = None):
-        import sys
-
         self._write = write or (lambda line: print(line, file=stream or sys.stdout, flush=True))
 
     def __call__(self, event: Event) -> None:

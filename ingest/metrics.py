@@ -13,8 +13,11 @@ numbers exceed a float's 53-bit precision, so for Kinesis the gauge shows the or
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -177,8 +180,6 @@ def push_maintenance(command: str, labels: "Mapping[str, str]", values: "Mapping
     for node_exporter's textfile collector. Returns where they went (None: neither is configured)."""
     registry = maintenance_registry(command, labels, values, help_text or {})
     if gateway:
-        from urllib.parse import unquote, urlsplit, urlunsplit
-
         from prometheus_client import push_to_gateway
         from prometheus_client.exposition import basic_auth_handler, default_handler
 
@@ -195,9 +196,6 @@ def push_maintenance(command: str, labels: "Mapping[str, str]", values: "Mapping
                         handler=handler)
         return gateway
     if textfile_dir:
-        import re
-        from pathlib import Path
-
         from prometheus_client import write_to_textfile
 
         suffix = "_".join(re.sub(r"[^A-Za-z0-9_.-]", "_", v) for v in labels.values())

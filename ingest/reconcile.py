@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ingest.adapters.kafka_admin import KafkaAdmin
 from ingest.config import PipelineConfig
+from ingest.kinesis_offsets import pad_sequence
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,7 +63,6 @@ def _reconcile_kinesis(config: PipelineConfig, settings: Settings, spark: "Spark
     from pyspark.sql import functions as F
 
     from ingest.formats import tables_for
-    from ingest.sources.kinesis_offsets import pad_sequence
 
     retained = kinesis_retained(config, settings)
     names = ["_stream", "_shard", "_sequence"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from pyspark.sql.types import (ArrayType, DataType, DateType, MapType, StringTyp
 
 from ingest.config import NAME
 from ingest.evolution import merge, plan_changes
+from ingest.kinesis_offsets import TRIM_HORIZON
 from ingest.types import to_ddl
 
 if TYPE_CHECKING:
@@ -167,8 +169,6 @@ def sample(config: "PipelineConfig", settings: "Settings", count: int, timeout: 
 
 
 def _kafka_sample(config, settings, count: int, timeout: float) -> list[bytes]:
-    import time
-
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from ingest.adapters.kafka_admin import KafkaAdmin, librdkafka_config
@@ -194,7 +194,6 @@ def _kafka_sample(config, settings, count: int, timeout: float) -> list[bytes]:
 
 def _kinesis_sample(config, settings, count: int) -> list[bytes]:
     from ingest.adapters.kinesis import KinesisClient, client_options
-    from ingest.sources.kinesis_offsets import TRIM_HORIZON
 
     client = KinesisClient(client_options(settings))
     out: list[bytes] = []

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
 _LOG4J2_JSON = _LOG4J2.with_name("spark-log4j2-json.properties")  # layered over _LOG4J2 by --log-format json
 # Lakeline's own JVM classes, built by infra/setup.sh from infra/logstore/ (the jar keeps its first name). Delta
-# commits on S3 with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write one
-# table (ARCHITECTURE.md, "Maintenance beside live streams"); and the strict one-pass record decoder (ingest.transforms).
+# commits on S3 with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write
+# one table (ARCHITECTURE.md, "Maintenance beside live streams"); and the strict one-pass record decoder
+# (ingest.transforms).
 DELTA_S3_LOGSTORE_JAR = "lakeline-delta-logstore.jar"
 DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 # From the same jar: Spark's checkpoint entries (offsets/N, commits/N) and Delta's N.crc written on s3a:// as one

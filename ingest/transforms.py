@@ -19,6 +19,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, Lon
                                StructField, StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
+from ingest.kinesis_offsets import pad_sequence
 from ingest.types import EVOLVED, table_type
 from ingest.spark import lakeline_class
 
@@ -39,7 +40,7 @@ COORDINATE_FIELDS = [
 ]
 COORDINATES = [f.name for f in COORDINATE_FIELDS]
 # Kinesis: sequence numbers (up to ~56 digits) do not fit a long; they are stored zero-padded to a fixed width
-# (ingest.sources.kinesis_offsets.SEQ_WIDTH) so string order is numeric order, in SQL too.
+# (ingest.kinesis_offsets.SEQ_WIDTH) so string order is numeric order, in SQL too.
 KINESIS_COORDINATE_FIELDS = [
     StructField("_stream", StringType(), False),
     StructField("_shard", StringType(), False),
@@ -69,8 +70,6 @@ class Coordinates:
     def literal(self, position: int) -> Column:
         if self.numeric:
             return F.lit(int(position)).cast("long")
-        from ingest.sources.kinesis_offsets import pad_sequence
-
         return F.lit(pad_sequence(position))
 
 

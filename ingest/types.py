@@ -97,8 +97,8 @@ class _Parser:
         if word == "struct":
             return self.struct(depth)
         if word == "variant":
-            raise TypeSyntaxError(f"type {self.text!r}: variant is not supported (conf/README.md, 'Types': pyiceberg and "
-                                  "the analyst read cannot read it at the pinned versions); use `json`")
+            raise TypeSyntaxError(f"type {self.text!r}: variant is not supported (conf/README.md, 'Types': "
+                                  "pyiceberg and the analyst read cannot read it at the pinned versions); use `json`")
         self.pos = start
         raise self.fail("a type (string, int, long, double, decimal(p,s), timestamp, struct<...>, array<...>, "
                         "map<string,...>, ...)")

@@ -19,7 +19,7 @@ from datetime import datetime, UTC
 from collections.abc import Callable
 from typing import Protocol
 
-from ingest.checkpoint import LINEAGE_FILE, move_aside, parse_offset_file, plan_start
+from ingest.checkpoint import LINEAGE_FILE, CheckpointState, move_aside, parse_offset_file, plan_start
 from ingest.commits import CommitRecord, offsets_to_json
 from ingest.errors import BackupError, PipelineRunning
 from ingest.checkpoint import HEARTBEAT_FILE
@@ -171,8 +171,6 @@ def verify(fs: BackupFS, backup_root: str, backup_id: str | None, table: CommitR
         except ValueError as exc:
             problems.append(f"{base}/offsets/{last}: {exc}")
         else:
-            from ingest.checkpoint import CheckpointState
-
             plan = plan_start(table, CheckpointState(manifest.lineage, last, end, last, end))
             consistency = ("consistent with the table: the pipeline would resume from it" if plan.action == "resume"
                            else f"a start from it would rebuild: {plan.reason}")

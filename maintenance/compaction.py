@@ -1,7 +1,7 @@
 """Policy-driven compaction: measure, decide (maintenance.policy.decide), then rewrite the chosen partitions one
 at a time, newest first.
 
-The rewrite is the table format's (`LakeTable.rewrite_partition`): Delta OPTIMIZE (bin-pack, or ZORDER BY when
+The rewrite is the table format's (`table.maintenance.rewrite_partition`): Delta OPTIMIZE (bin-pack, or ZORDER BY when
 configured), Iceberg rewrite_data_files (binpack / sort / zorder) with partial progress off, then its manifests
 (`tidy_metadata`). Each partition is one atomic commit: it lands whole or not at all. A commit conflict with the
 live stream is retried with backoff; when the attempts run out the partition is skipped with a warning and the run
@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ingest.errors import CommitConflict
-from ingest.formats import LakeTable, Layout, format_for
+from ingest.formats import LakeTable, format_for
+from ingest.formats.table_maintenance import Layout
 from ingest.retry import retrying
 from maintenance.health import collect_health, open_table
 from maintenance.policy import MaintainedTable, decide, format_size, settled_range
@@ -134,7 +135,8 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
              f"{part.files_before} -> {part.files_after}, {format_size(part.bytes_rewritten)} in "
              f"{part.seconds:.1f}s{'' if part.status == 'compacted' else ' (' + part.reason + ')'}")
     if any(p.status == "compacted" for p in result.partitions):
-        result.manifests_rewritten = _with_retries(lake.tidy_metadata, "rewrite_manifests", classify, sleep)[0] or 0
+        tidied = _with_retries(lake.maintenance.tidy_metadata, "rewrite_manifests", classify, sleep)[0]
+        result.manifests_rewritten = tidied or 0
     result.seconds = time.monotonic() - started
     return result
 
@@ -170,7 +172,7 @@ def _with_retries(action, what: str, classify, sleep) -> tuple[object | None, in
 def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_before: int, classify,
                        sleep) -> PartitionResult:
     started = time.monotonic()
-    outcome, attempts, error = _with_retries(lambda: lake.rewrite_partition(partition or None, layout),
+    outcome, attempts, error = _with_retries(lambda: lake.maintenance.rewrite_partition(partition or None, layout),
                                              partition or lake.ref, classify, sleep)
     seconds = time.monotonic() - started
     if outcome is None:

@@ -18,6 +18,7 @@ Recovery seconds = from the fault to the first new commit reported by the restar
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import re
@@ -34,10 +35,18 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from ingest.adapters.hadoop_fs import HadoopFS
+from ingest.adapters.kafka_admin import KafkaAdmin
+from ingest.adapters.kinesis import KinesisClient, client_options
+from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
 from ingest.config import PipelineConfig
 from ingest.errors import ConfigError, LakelineError
 from ingest.events import BatchCommitted, BatchReplayed, Event, RunStarted, read_events
+from ingest.formats import tables_for
+from ingest.produce import produce
+from ingest.reconcile import reconcile
 from ingest.settings import Settings, child_env
+from maintenance import checkpoint_repair, checkpoints
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -190,23 +199,16 @@ class Drill:
 
     def teardown(self, target: DrillTarget) -> None:
         """Remove the drill copy: topic or stream, Iceberg tables and namespace, and everything under its prefix."""
-        from ingest.adapters.hadoop_fs import HadoopFS
-        from ingest.formats import tables_for
-
         if target.config.source.kind == "kinesis":
             self._kinesis(target).delete_stream(target.source)
         else:
-            from ingest.adapters.kafka_admin import KafkaAdmin
-
             KafkaAdmin(target.settings).delete_topic(target.source)
         for table in tables_for(self.spark, target.config, target.settings):
-            table.drop()
+            table.maintenance.drop()
         HadoopFS(self.spark).delete(target.settings.warehouse)
 
     def cleanup(self) -> list[str]:
         """Remove the drill copies of every scenario of this run (setup of a retried run, and teardown)."""
-        from ingest.adapters.hadoop_fs import HadoopFS
-
         fs, removed = HadoopFS(self.spark), []
         for scenario in scenarios_for(self.config):
             target = self.setup(scenario)
@@ -218,14 +220,11 @@ class Drill:
     def _source_exists(self, target: DrillTarget) -> bool:
         if target.config.source.kind == "kinesis":
             return self._kinesis(target).stream_exists(target.source)
-        from ingest.adapters.kafka_admin import KafkaAdmin
 
         return target.source in KafkaAdmin(target.settings).topics()
 
     @staticmethod
     def _kinesis(target: DrillTarget):
-        from ingest.adapters.kinesis import KinesisClient, client_options
-
         return KinesisClient(client_options(target.settings))
 
     # ---- running the pipeline -----------------------------------------------------------------------------
@@ -258,8 +257,6 @@ class Drill:
         return run
 
     def produce(self, target: DrillTarget, count: int, report: ScenarioReport, bad: dict) -> None:
-        from ingest.produce import produce
-
         result = produce(target.config, target.settings, count, bad_ratio=0.01, seed=self.rng.randrange(1 << 30),
                          partitions=2, record_dir=target.work)
         report.produced += result.count
@@ -326,8 +323,6 @@ class Drill:
         return fault_at, self.ingest(target, "2-recovery")
 
     def _lose_checkpoint(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
-        from ingest.adapters.hadoop_fs import HadoopFS
-
         self.produce(target, self.events, report, bad)
         self.ingest(target, "1-initial")
         self.produce(target, self.events // 2, report, bad)
@@ -340,9 +335,6 @@ class Drill:
         return fault_at, recovered
 
     def _corrupt_checkpoint(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
-        from ingest.adapters.hadoop_fs import HadoopFS
-        from maintenance import checkpoint_repair
-
         self.produce(target, self.events, report, bad)
         self.ingest(target, "1-initial")
         self.produce(target, self.events // 2, report, bad)
@@ -369,10 +361,6 @@ class Drill:
         return fault_at, self.ingest(target, "2-recovery")
 
     def _stale_restore(self, target: DrillTarget, report: ScenarioReport, bad: dict) -> tuple[float, IngestRun]:
-        from ingest.adapters.hadoop_fs import HadoopFS
-        from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
-        from maintenance import checkpoints
-
         fs = HadoopFS(self.spark)
         location = target.config.checkpoint_location(target.settings)
         root = target.config.backup_location(target.settings)
@@ -427,13 +415,9 @@ class Drill:
 
     # ---- verification -------------------------------------------------------------------------------------
     def _table_commit(self, target: DrillTarget):
-        from ingest.formats import tables_for
-
         return tables_for(self.spark, target.config, target.settings)[0].last_commit()
 
     def _verify(self, target: DrillTarget, report: ScenarioReport, bad_total: int) -> None:
-        from ingest.reconcile import reconcile
-
         audit = reconcile(target.config, target.settings, self.spark)
         report.rows, report.dead_letters = audit.rows, audit.dead_letters
         report.duplicates, report.missing = audit.duplicates, audit.missing
@@ -451,10 +435,6 @@ class Drill:
             report.problems.append("committed offset ranges: " + "; ".join(audit.range_problems[:3]))
 
     def _write_report(self, report: DrillReport) -> None:
-        import json
-
-        from ingest.adapters.hadoop_fs import HadoopFS
-
         text = json.dumps(report.to_json(), indent=2)
         HadoopFS(self.spark).write_text(f"{self.root}/report.json", text)
         self.work_dir.mkdir(parents=True, exist_ok=True)

@@ -16,15 +16,19 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ingest import kinesis_offsets as ko
+from ingest.adapters.kafka_admin import KafkaAdmin
+from ingest.adapters.kinesis import KinesisClient, client_options
 from ingest.commits import Offsets
 from ingest.config import PipelineConfig, parse_duration
 from ingest.errors import ConfigError
+from ingest.formats import tables_for
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.sources.kinesis_offsets import ShardInfo
+    from ingest.kinesis_offsets import ShardInfo
 
 KINESIS_LAG_SCAN_LIMIT = 100_000
 
@@ -57,8 +61,6 @@ def kinesis_lag(stream: str, shards: "list[ShardInfo]", table_end: Offsets, star
     """(records behind the table's end over all shards, exact?). `pages(shard_id, position, budget)` yields record
     pages from a shard position to its tip. A shard the table has never seen counts from where the pipeline would
     start it (a child of a known shard, or TRIM_HORIZON: all of it; LATEST: nothing)."""
-    from ingest.sources import kinesis_offsets as ko
-
     listed = {s.shard_id for s in shards}
     count = 0
     for shard in shards:
@@ -95,10 +97,7 @@ def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, 
 
 def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_of: datetime) -> FreshnessReport:
     """Observe the table's newest commit and the source's lag, then evaluate the SLA."""
-    from pyspark.errors import AnalysisException
-
-    from ingest.adapters.kafka_admin import KafkaAdmin
-    from ingest.formats import tables_for
+    from pyspark.errors import AnalysisException  # heavy: pyspark loads with the session that calls this
 
     main, _ = tables_for(spark, config, settings)
     try:
@@ -107,8 +106,6 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_
         record = None
     last_at = main.last_commit_time() if record else None
     if config.source.kind == "kinesis":
-        from ingest.adapters.kinesis import KinesisClient, client_options
-
         client, stream = KinesisClient(client_options(settings)), config.source.stream
 
         def pages(shard_id: str, position: str, budget: int):

@@ -1,7 +1,7 @@
 """Measured table health: per partition file count, bytes, small files and size histogram, plus table-level
 versions/snapshots, log or metadata size, oldest retained version and time since the last compaction.
 
-The measuring is the table format's (`LakeTable.measure`: Delta's snapshot files and `_delta_log`, Iceberg's
+The measuring is the table format's (`table.maintenance.measure`: Delta's snapshot files and `_delta_log`, Iceberg's
 metadata tables); this module groups it per partition. The decisions live in maintenance.policy.
 """
 
@@ -51,7 +51,7 @@ def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedT
 def collect_health(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                    now: datetime | None = None) -> TableHealth:
     """Measure the table now (`now` only stamps the report)."""
-    measured = open_table(spark, table, settings).measure()
+    measured = open_table(spark, table, settings).maintenance.measure()
     compaction = table.policy.compaction
     partitioning = table.partitioning
     return TableHealth(table.name, table.format, measured.location, [f.column for f in partitioning],
@@ -81,7 +81,7 @@ def health_json(health: TableHealth) -> dict:
 def plot_sizes(path: str, runs: list[tuple[str, list[int]]], target: int) -> None:
     """PNG of the data-file size distribution on a log scale (small files are KB, the target is ~100 MB); two
     runs (e.g. before/after compaction) side by side."""
-    import matplotlib
+    import matplotlib  # heavy, and only `--plot` draws
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -3,12 +3,15 @@ them where the settings say (ingest.metrics.push_maintenance: a Pushgateway, or 
 
 Every gauge is `lakeline_<command>_<figure>`, labelled by table (or pipeline and scenario), plus
 `lakeline_<command>_last_run_timestamp_seconds`. A failed push is a warning: the maintenance itself succeeded.
+ingest.metrics (prometheus_client) is imported only by `report`: the figures need none of it.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+
+from ingest.settings import mask_url
 
 if TYPE_CHECKING:
     from ingest.settings import Settings
@@ -82,7 +85,5 @@ def report(settings: "Settings", command: str, labels: dict[str, str], figures: 
         return push_maintenance(command, labels, figures, HELP, gateway=settings.pushgateway_url,
                                 textfile_dir=settings.metrics_textfile_dir)
     except OSError as exc:  # URLError is an OSError: the gateway is down or refused the push
-        from ingest.settings import mask_url
-
         log.warning(f"metrics of {command} {labels} not reported to {mask_url(target)}: {exc}")
         return None

@@ -1,5 +1,5 @@
 """Retention: Delta VACUUM; Iceberg expire_snapshots and orphan-file removal (the table format's
-`LakeTable.remove_expired`). Dry-run unless told otherwise.
+`table.maintenance.remove_expired`). Dry-run unless told otherwise.
 
 Guards (maintenance.policy.retention_problems), checked before anything is read or deleted:
 - the time-travel window `retain` may not go below `retention.min_retain` nor, for Delta, below the table's
@@ -20,8 +20,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from maintenance.health import open_table
+from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.errors import RetentionRefused
+from maintenance.checkpoints import list_backups
+from maintenance.health import open_table
 from maintenance.policy import MaintainedTable, RetentionRequest, retention_problems
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
     policy = table.policy.retention
     request = RetentionRequest(retain_override or policy.retain_delta, orphan_override or policy.orphan_delta)
     lake = open_table(spark, table, settings)
-    table_min, table_key = lake.retention_floor()
+    table_min, table_key = lake.maintenance.retention_floor()
     problems = retention_problems(policy, request, table_min, table_key)
     if problems:
         raise RetentionRefused(f"{table.path}: retention refused for {table.name}:\n  - " + "\n  - ".join(problems))
@@ -77,7 +79,7 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
     if policy.allow_short_windows:
         result.notes.append("retention.allow_short_windows is on: the 1h floors do not apply (dev/test tables only)")
     result.notes += _backup_notes(spark, table, settings, request.retain, now)
-    outcome = lake.remove_expired(request.retain, request.orphan_older_than, now, dry_run)
+    outcome = lake.maintenance.remove_expired(request.retain, request.orphan_older_than, now, dry_run)
     result.orphan_older_than_hours = outcome.orphan_older_than.total_seconds() / 3600
     result.notes += outcome.notes
     result.expire_before, result.files_deleted, result.orphan_files = (outcome.expire_before, outcome.files_deleted,
@@ -88,9 +90,6 @@ def retain(spark: "SparkSession", table: MaintainedTable, settings: "Settings", 
 
 
 def _backup_notes(spark, table: MaintainedTable, settings, retain_window: timedelta, now: datetime) -> list[str]:
-    from ingest.adapters.hadoop_fs import HadoopFS
-    from maintenance.checkpoints import list_backups
-
     root = table.pipeline.backup_location(settings)
     times = []
     for backup_id in list_backups(HadoopFS(spark), root):

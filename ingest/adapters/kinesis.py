@@ -13,7 +13,7 @@ from typing import Any
 
 from ingest.errors import KinesisError, KinesisThrottled, StreamNotFound
 from ingest.retry import retrying
-from ingest.sources.kinesis_offsets import AFTER, AT_TIMESTAMP, TRIM_HORIZON, ShardInfo
+from ingest.kinesis_offsets import AFTER, AT_TIMESTAMP, TRIM_HORIZON, ShardInfo
 
 RETRYABLE = {"ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException",
              "InternalFailure", "InternalFailureException", "ServiceUnavailable", "ServiceUnavailableException",

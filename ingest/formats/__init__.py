@@ -1,22 +1,21 @@
-"""The table-format seam: everything that differs between Delta Lake and Apache Iceberg lives behind `TableFormat`
-(stateless, one per format) and `LakeTable` (one table, in one Spark session).
+"""The table-format seam. What differs between Delta Lake and Apache Iceberg lives behind `TableFormat` (stateless,
+one per format: where a pipeline's tables are, the Spark-free analyst read, commit-failure classification),
+`LakeTable` (one table in one Spark session, the stream's side: create, append with the commit record, commit
+records, fence, schema) and its facet `table.maintenance` (`TableMaintenance`: measure, compact, expire, drop).
+Callers never branch on the format: `format_for(name)` is the only place a name becomes an implementation.
 
-Callers never branch on the format name: they ask `format_for(name)` (the only place a name becomes an
-implementation) or `tables_for(...)` for a pipeline's tables, and call the interface. What each implementation owns:
-creating and reading the table, appending with Lakeline's commit record, reading commit records back, the table
-schema and adding columns to it, measuring its files (health), compaction, retention, the Spark-free analyst read,
-and classifying a commit failure by its exception type (conflict: retry; unknown outcome: reconcile).
+pyspark, py4j and the ingest modules that load pyspark types are imported inside functions: the command imports
+this module to parse its arguments. The format modules import this one, so `format_for` imports them late.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, ClassVar
 
 from ingest.commits import CommitRecord
-from ingest.errors import ConfigError, LakelineError
+from ingest.errors import ConfigError, DriverFenced, LakelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,61 +23,16 @@ if TYPE_CHECKING:
 
     from ingest.config import PipelineConfig
     from ingest.evolution import SchemaChange
+    from ingest.formats.table_maintenance import TableMaintenance
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
 FORMAT_NAMES = ("delta", "iceberg")
 
 
-@dataclass
-class TableFiles:
-    """A table's live data files and its version history, as measured (maintenance.health turns this into the
-    per-partition health the policy decides on)."""
-
-    location: str
-    # (partition key 'col=value/col=value' (ingest.partitioning.partition_key) or '', bytes, newest write time)
-    files: list[tuple[str, int, datetime | None]]
-    versions: int  # Delta versions in the log / Iceberg snapshots retained
-    current_version: int | None
-    metadata_bytes: int  # _delta_log or Iceberg metadata folder
-    oldest_version_at: datetime | None
-    last_compaction_at: datetime | None
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How compaction lays out the rewritten files."""
-
-    target_bytes: int
-    small_below: int
-    sort_by: tuple[str, ...] = ()
-    zorder_by: tuple[str, ...] = ()
-
-
-@dataclass
-class Rewrite:
-    """What one compaction commit did."""
-
-    files_removed: int
-    files_added: int
-    bytes_rewritten: int
-
-
-@dataclass
-class RetentionOutcome:
-    """What retention removed (or, in a dry run, would remove)."""
-
-    orphan_older_than: timedelta  # the orphan age the format really applied
-    files_deleted: list[str] = field(default_factory=list)
-    orphan_files: list[str] = field(default_factory=list)
-    snapshots_expired: int | None = None  # None: the format has no snapshots to expire
-    expire_before: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-
 class LakeTable(ABC):
-    """One table (Delta or Iceberg) in one Spark session. `pipeline` names whose commit records count as this
-    table's (commits by others, e.g. compaction, carry none)."""
+    """One table (Delta or Iceberg) in one Spark session, as the stream uses it; `maintenance` is the rest.
+    `pipeline` names whose commit records count as this table's (commits by others, e.g. compaction, carry none)."""
 
     display_name: str
     ref: str  # Delta: the location; Iceberg: catalog.namespace.table
@@ -145,8 +99,6 @@ class LakeTable(ABC):
         each atomic commit: Lakeline's Delta LogStore, Iceberg's FencingCatalog). A table fenced higher than
         `token` means another driver has taken the pipeline over: DriverFenced. `current`: the fence the caller
         has just read (else it is read here)."""
-        from ingest.errors import DriverFenced
-
         current = self.fence_token() if current is None else current
         if current > token:
             raise DriverFenced(f"{self.display_name} is fenced at token {current} for pipeline {self.pipeline}, "
@@ -185,35 +137,10 @@ class LakeTable(ABC):
         self.spark.sql(f"ALTER TABLE {self.sql_name} ALTER COLUMN {column} TYPE {data_type.simpleString()}")
 
     # ---- maintenance's side ----------------------------------------------------------------------------------
+    @property
     @abstractmethod
-    def measure(self) -> TableFiles:
-        """Live data files per partition (keyed by `partitioning`'s names and values) and the version history."""
-
-    @abstractmethod
-    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
-        """Compact one partition (a key from `measure`; None: the whole table) in one atomic commit."""
-
-    @abstractmethod
-    def tidy_metadata(self) -> int:
-        """After compaction: rewrite what the format's metadata needs (Iceberg manifests). Returns the count."""
-
-    @abstractmethod
-    def retention_floor(self) -> tuple[timedelta | None, str]:
-        """The table's own minimum retention window and the property that sets it (None: the format has none)."""
-
-    @abstractmethod
-    def remove_expired(self, retain: timedelta, orphan_older_than: timedelta, now: datetime,
-                       dry_run: bool) -> RetentionOutcome:
-        """Remove versions older than `retain` (keeping the one holding the pipeline's newest commit record) and
-        the files only they reference, plus orphan files older than `orphan_older_than`."""
-
-    @abstractmethod
-    def replace_rows(self, frame: "DataFrame") -> None:
-        """Overwrite the table's partitions with `frame` (benchmarks: lay out the same rows in other files)."""
-
-    @abstractmethod
-    def drop(self) -> None:
-        """Drop the table and its files (drill copies only)."""
+    def maintenance(self) -> "TableMaintenance":
+        """Measure, compact, expire and drop this table (ingest.formats.table_maintenance)."""
 
 
 class TableFormat(ABC):

@@ -1,20 +1,22 @@
 """Delta Lake: the commit record in commitInfo.userMetadata (and txnAppId/txnVersion where the batch may be a replay:
-Delta then skips it itself); OPTIMIZE for compaction, VACUUM for retention, delta-rs for the analyst read."""
+Delta then skips it itself); delta-rs for the analyst read. Maintenance (OPTIMIZE, VACUUM) is delta_maintenance.py.
+delta-spark, delta-rs and pyspark are imported inside the methods that need them (optional for the command's help)."""
 
 from __future__ import annotations
 
 import json
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.commits import CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError
-from ingest.formats import (Layout, LakeTable, RetentionOutcome, Rewrite, TableFiles, TableFormat, fence_property,
-                             java_raised, utc_from_millis)
+from ingest.formats import LakeTable, TableFormat, fence_property, java_raised
 from ingest.formats.delta_checkpoints import (CHECKPOINT_INTERVAL_KEY, SPARK_CHECKPOINT_INTERVAL, LogCheckpointer,
                                               takes_over)
-from ingest.partitioning import parse_key, partition_key
+from ingest.formats.delta_maintenance import DeltaMaintenance
+from ingest.spark import DELTA_S3_LOGSTORE, lakeline_class
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,25 +28,12 @@ if TYPE_CHECKING:
 
 _NEWEST = 5     # commit files read first by last_commit()
 _RECENT = 200  # then these history entries, before falling back to the full log
-_COMMIT_FILE = re.compile(r"^\d{20}\.json$")  # not N.M.compacted.json or checkpoint files
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.IGNORECASE)
-_UNIT = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
-DEFAULT_DELETED_RETENTION = timedelta(weeks=1)
-DELETED_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 
 # A lost commit race, nothing of ours landed: Delta's logical conflicts (the base class of ConcurrentAppend,
 # ConcurrentDeleteRead, ConcurrentTransaction, MetadataChanged, ProtocolChanged, ...) and the put-if-absent refusal
 # of the commit file (S3ConditionalPutLogStore's HTTP 412) when Delta does not retry it itself.
 _CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",
               "java.nio.file.FileAlreadyExistsException", "org.apache.hadoop.fs.FileAlreadyExistsException")
-
-
-def parse_interval(value: str | None) -> timedelta | None:
-    """Delta table property values such as 'interval 1 week' / 'interval 168 hours'."""
-    match = _INTERVAL.match(value) if value else None
-    if not match:
-        return None
-    return timedelta(seconds=int(match.group(1)) * _UNIT[match.group(2).lower()])
 
 
 def generation_expression(field: "PartitionField") -> str:
@@ -80,10 +69,6 @@ def generated_type(field: "PartitionField") -> str:
     if kind == "day":
         return "date"
     return field.source_type.simpleString()
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def delta_rs_uri(location: str) -> str:
@@ -158,7 +143,7 @@ class DeltaLakeTable(LakeTable):
         # On a table that exists, createIfNotExists changes and checks nothing (not even the schema), but in a
         # driver that has just started its code path costs about 2 s of a restart.
         if self._exists_or_clear_interrupted_create():
-            metadata = self._snapshot()[1].metadata()
+            metadata = self.snapshot().metadata()
             self._check_partitioning(metadata)
             configuration = metadata.configuration()
             interval = (str(configuration.apply(CHECKPOINT_INTERVAL_KEY))
@@ -192,7 +177,7 @@ class DeltaLakeTable(LakeTable):
 
     def _check_partitioning(self, metadata) -> None:
         """An existing table's partition columns are the declared ones, in order (a table made by an earlier
-        release holds them as plain columns, which `_with_partition_values` fills the same way)."""
+        release holds them as plain columns, which `with_partition_values` fills the same way)."""
         columns = metadata.partitionColumns()
         have = [str(columns.apply(i)) for i in range(columns.length())]
         want = [field.column for field in self.partitioning]
@@ -203,13 +188,13 @@ class DeltaLakeTable(LakeTable):
                 f"declares [{declared}]. Lakeline never re-partitions a table: declare the table's partitioning, "
                 "or write to a new table (sink.table) and copy the rows over.")
 
-    def _with_partition_values(self, frame: "DataFrame") -> "DataFrame":
+    def with_partition_values(self, frame: "DataFrame") -> "DataFrame":
         """`frame` with the partition columns Delta does not compute itself: a table made by an earlier release
         holds them as plain columns, which get the values a generated column would have."""
         from pyspark.sql import functions as F
 
         if self._plain_partitions is None:
-            fields = json.loads(self._snapshot()[1].schema().json())["fields"]
+            fields = json.loads(self.snapshot().schema().json())["fields"]
             generated = {f["name"].lower() for f in fields if "delta.generationExpression" in f.get("metadata", {})}
             self._plain_partitions = [f for f in self.partitioning
                                       if not f.is_source_column and f.column.lower() not in generated]
@@ -225,8 +210,6 @@ class DeltaLakeTable(LakeTable):
         alone."""
         from delta.tables import DeltaTable
 
-        from ingest.adapters.hadoop_fs import HadoopFS
-
         log_dir = f"{self.location}/_delta_log"
         fs = HadoopFS(self.spark)
         if not fs.exists(log_dir):
@@ -238,7 +221,7 @@ class DeltaLakeTable(LakeTable):
         return False
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
-        writer = (self._with_partition_values(frame).write.format("delta").mode("append")
+        writer = (self.with_partition_values(frame).write.format("delta").mode("append")
                   .option("userMetadata", record.to_json()))
         if may_be_replay:
             # Delta 4.4 answers a txnVersion lookup by rebuilding the table state from the log since the last
@@ -271,8 +254,6 @@ class DeltaLakeTable(LakeTable):
         return [record for _, record in self._records(None)]
 
     def history_complete(self) -> bool:
-        from ingest.adapters.hadoop_fs import HadoopFS
-
         return HadoopFS(self.spark).exists(f"{self.location}/_delta_log/{0:020d}.json")  # log cleanup removes it
 
     def last_commit(self) -> CommitRecord | None:
@@ -284,21 +265,19 @@ class DeltaLakeTable(LakeTable):
         recent = self._records(_RECENT) or self._records(None)
         return recent[-1][1] if recent else None
 
-    def _snapshot(self):
-        """(DeltaLog, fresh Snapshot) in the JVM."""
+    def snapshot(self):
+        """The table's fresh Snapshot, in the JVM."""
         jvm = self.spark.sparkContext._jvm  # noqa: SLF001 - py4j
         pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(
             self.spark._jsparkSession, self.location)  # noqa: SLF001
-        return pair._1(), pair._2()  # noqa: SLF001
+        return pair._2()  # noqa: SLF001
 
     def _newest_record(self, versions: int) -> tuple[CommitRecord | None, bool]:
         """The pipeline's record in the newest of the table's last `versions` commits, read from the commit files
         themselves, and whether that settles it: yes when a record was found or every version back to 0 was read.
         `history()` gives the same but runs Spark jobs: 3.8 s against 0.15 s in a driver that has just started.
         A missing commit file (not yet backfilled, or cleaned up) ends the scan, not conclusive."""
-        from ingest.adapters.hadoop_fs import HadoopFS
-
-        version = self._snapshot()[1].version()
+        version = self.snapshot().version()
         fs = HadoopFS(self.spark)
         for number in range(version, max(-1, version - versions), -1):
             path = f"{self.location}/_delta_log/{number:020d}.json"
@@ -331,7 +310,7 @@ class DeltaLakeTable(LakeTable):
         return f"delta.`{self.location}`"
 
     def fence_token(self) -> int:
-        configuration = self._snapshot()[1].metadata().configuration()
+        configuration = self.snapshot().metadata().configuration()
         key = fence_property(self.pipeline)
         return int(str(configuration.apply(key))) if configuration.contains(key) else 0
 
@@ -339,17 +318,13 @@ class DeltaLakeTable(LakeTable):
         # Lakeline's LogStore checks the fence inside each commit; it serves s3a:// tables (other file systems
         # keep Delta's own store and no fence: one host only).
         if self.location.startswith("s3a://"):
-            from ingest.spark import DELTA_S3_LOGSTORE, lakeline_class
-
-            version = self._snapshot()[1].version()  # the check reads every version after this one
+            version = self.snapshot().version()  # the check reads every version after this one
             lakeline_class(self.spark, DELTA_S3_LOGSTORE,
                            lambda store: store.fence(self._log_folder, self.pipeline, int(token), version))
         super().fence(token, current)
 
     def unfence(self) -> None:
         if self.location.startswith("s3a://"):
-            from ingest.spark import DELTA_S3_LOGSTORE, lakeline_class
-
             lakeline_class(self.spark, DELTA_S3_LOGSTORE, lambda store: store.unfence(self._log_folder))
 
     @property
@@ -361,74 +336,6 @@ class DeltaLakeTable(LakeTable):
         self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
         super().widen(column, data_type)
 
-    # ---- maintenance's side ----------------------------------------------------------------------------------
-    def measure(self) -> TableFiles:
-        from delta.tables import DeltaTable
-        from pyspark.sql import DataFrame
-        from pyspark.sql import functions as F
-
-        from ingest.adapters.hadoop_fs import HadoopFS
-
-        snapshot = self._snapshot()[1]
-        files = DataFrame(snapshot.allFiles().toDF(), self.spark)
-        columns = [field.column for field in self.partitioning]
-        values = [F.col("partitionValues")[column].alias(f"p{i}") for i, column in enumerate(columns)]
-        rows = [(partition_key([(column, r[f"p{i}"]) for i, column in enumerate(columns)]), int(r["size"]),
-                 utc_from_millis(r["modificationTime"]))
-                for r in files.select(*values, "size", "modificationTime").collect()]
-        log = HadoopFS(self.spark).list_status(f"{self.location}/_delta_log")
-        versions = [int(name[:20]) for name, _, _ in log if _COMMIT_FILE.match(name)]
-        history = DeltaTable.forPath(self.spark, self.location).history().select("version", "timestamp", "operation")
-        # Timestamps leave Spark as epoch millis: collect() would give naive local times, wrong off a UTC host.
-        oldest = history.agg(F.min(F.unix_millis("timestamp"))).first()[0]
-        optimized = history.where("operation = 'OPTIMIZE'").agg(F.max(F.unix_millis("timestamp"))).first()[0]
-        return TableFiles(self.location, rows, len(versions), int(snapshot.version()),
-                          sum(size for _, size, _ in log), utc_from_millis(oldest), utc_from_millis(optimized))
-
-    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
-        from delta.tables import DeltaTable
-
-        self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(layout.target_bytes))
-        self.spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(layout.small_below))
-        builder = DeltaTable.forPath(self.spark, self.location).optimize()
-        if partition:
-            builder = builder.where(" AND ".join(
-                f"`{column}` IS NULL" if value is None else f"`{column}` = {_sql_string(value)}"
-                for column, value in parse_key(partition)))
-        metrics = (builder.executeZOrderBy(*layout.zorder_by) if layout.zorder_by
-                   else builder.executeCompaction()).select("metrics").first()["metrics"]
-        return Rewrite(int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
-                       int(metrics["filesRemoved"]["totalSize"] or 0))
-
-    def tidy_metadata(self) -> int:
-        return 0  # Delta's log needs no rewrite after OPTIMIZE (it checkpoints itself)
-
-    def retention_floor(self) -> tuple[timedelta | None, str]:
-        from delta.tables import DeltaTable
-
-        props = DeltaTable.forPath(self.spark, self.location).detail().select("properties").first()["properties"]
-        return (parse_interval((props or {}).get(DELETED_RETENTION_KEY)) or DEFAULT_DELETED_RETENTION,
-                DELETED_RETENTION_KEY)
-
-    def remove_expired(self, retain: timedelta, orphan_older_than: timedelta, now: datetime,
-                       dry_run: bool) -> RetentionOutcome:
-        """VACUUM deletes files no version within `retain` references, including orphans older than `retain`;
-        Delta has a single interval for both, so the orphan interval used is max(retain, orphan_older_than)."""
-        interval = max(retain, orphan_older_than)
-        hours = interval.total_seconds() / 3600
-        listed = [r[0] for r in self.spark.sql(
-            f"VACUUM delta.`{self.location}` RETAIN {hours} HOURS DRY RUN").collect()]
-        if not dry_run and listed:
-            self.spark.sql(f"VACUUM delta.`{self.location}` RETAIN {hours} HOURS")
-        return RetentionOutcome(interval, files_deleted=listed, notes=[
-            f"Delta VACUUM uses one interval for unreferenced and orphan files: max(retain, orphan_older_than) = "
-            f"{hours:g}h"])
-
-    def replace_rows(self, frame: "DataFrame") -> None:
-        (self._with_partition_values(frame).write.format("delta").mode("overwrite")
-         .partitionBy(*(field.column for field in self.partitioning)).save(self.location))
-
-    def drop(self) -> None:
-        from ingest.adapters.hadoop_fs import HadoopFS
-
-        HadoopFS(self.spark).delete(self.location)
+    @cached_property
+    def maintenance(self) -> DeltaMaintenance:
+        return DeltaMaintenance(self)

@@ -56,7 +56,7 @@ class LogCheckpointer(EveryNCommits):
 
     def __init__(self, name: str, open_table: Callable[[], CheckpointableTable], every: int = LOG_CHECKPOINT_EVERY):
         super().__init__(name, every)
-        from deltalake.exceptions import DeltaError
+        from deltalake.exceptions import DeltaError  # delta-rs loads only where a table takes checkpoints over
 
         self.retryable = (DeltaError, OSError)
         self._open_table = open_table

@@ -87,7 +87,7 @@ class SnapshotExpirer(CountingUpkeep):
 
     def __init__(self, name: str, expire: Callable[[], int], every: int = EXPIRE_EVERY):
         super().__init__(name, expire, every)
-        from py4j.protocol import Py4JError
+        from py4j.protocol import Py4JError  # heavy, and the pure limits above are unit-tested without them
         from pyspark.errors import PySparkException
 
         # ConfigError: a table property to fix, named; PySparkException: the snapshots query's own errors

@@ -66,7 +66,7 @@ class ManifestMerger(CountingUpkeep):
 
     def __init__(self, name: str, merge: Callable[[], int], every: int):
         super().__init__(name, merge, every)
-        from py4j.protocol import Py4JError
+        from py4j.protocol import Py4JError  # heavy, and the pure limits above are unit-tested without it
 
         self.retryable = (Py4JError, OSError, ConfigError)
 

@@ -16,7 +16,7 @@ the readable shards) and records, per shard, the last sequence number the batch 
 to the workers inside the batch's input partitions, so each record is fetched once. A partition planned without
 them (a batch replayed after a restart, whose plan came from the offset log) reads AFTER_SEQUENCE_NUMBER <start>
 up to and including that number: the same records, since a shard's records never change. Offset layout and
-shard order: ingest.sources.kinesis_offsets.
+shard order: ingest.kinesis_offsets.
 
 Columns: stream, shard_id, sequence_number (zero-padded decimal string, sorts numerically),
 approximate_arrival_timestamp, partition_key, data (binary).
@@ -24,13 +24,14 @@ approximate_arrival_timestamp, partition_key, data (binary).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from ingest.sources import kinesis_offsets as ko
+from ingest import kinesis_offsets as ko
 
 NAME = "lakeline-kinesis"
 SCHEMA = ("stream string, shard_id string, sequence_number string, approximate_arrival_timestamp timestamp, "
@@ -102,8 +103,6 @@ class KinesisStreamReader(DataSourceStreamReader):
         explicit = options.get("starting_positions")
         self.explicit: dict[str, str] | None = None
         if explicit:
-            import json
-
             self.explicit = {str(k): str(v) for k, v in json.loads(explicit).items()}
             for position in self.explicit.values():
                 ko.last_sequence(position)  # validates

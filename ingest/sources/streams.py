@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from ingest.kinesis_offsets import starting_positions
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -109,7 +111,6 @@ def _kinesis(spark: "SparkSession", config: "PipelineConfig", settings: "Setting
              until_arrival: float | None) -> "DataFrame":
     from ingest.adapters.kinesis import client_options
     from ingest.sources.kinesis import register
-    from ingest.sources.kinesis_offsets import starting_positions
 
     src = config.source
     register(spark)

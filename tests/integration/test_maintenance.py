@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from ingest.adapters.analyst import duckdb_query
+from ingest.analyst import duckdb_query
 from ingest.config import load_pipeline
 from ingest.errors import LakelineError
 from ingest.pipeline import Pipeline

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.adapters.analyst import duckdb_query
+from ingest.analyst import duckdb_query
 from ingest.config import load_pipeline
 from ingest.corpus import webhooks
 from ingest.formats import tables_for

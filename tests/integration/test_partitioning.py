@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.adapters.analyst import duckdb_query
+from ingest.analyst import duckdb_query
 from ingest.config import PipelineConfig, load_pipeline
 from ingest.errors import ConfigError
 from ingest.formats import tables_for
@@ -124,7 +124,7 @@ def test_every_partition_tuple_lands_measures_and_compacts_on_its_own(fmt, conf_
 
 def test_iceberg_partition_values_read_as_iceberg_computes_them(spark):
     """Iceberg's own transform functions give the ordinals `stored_value` computes from the shown text."""
-    from ingest.formats.iceberg import shown_value, stored_value
+    from ingest.formats.iceberg_maintenance import shown_value, stored_value
     from ingest.partitioning import PartitionField, Transform
     from pyspark.sql.types import TimestampType
 

@@ -43,7 +43,7 @@ def rest_stack(tmp_path, monkeypatch):
 
 
 def test_ingest_compaction_and_the_duckdb_read_through_the_rest_catalog(rest_stack, conf_dir):
-    from ingest.adapters.analyst import duckdb_query
+    from ingest.analyst import duckdb_query
     from ingest.produce import produce
     from ingest.settings import load_settings
 

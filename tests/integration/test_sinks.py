@@ -228,7 +228,7 @@ def test_iceberg_snapshot_history_is_bounded_by_the_pipeline_off_the_commit_path
                                  datetime.now(UTC))], dead.schema)
     records = [CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
                for batch in range(13)]
-    bucket, prefix = split_s3_uri(dead._location())  # noqa: SLF001
+    bucket, prefix = split_s3_uri(dead.maintenance._location())  # noqa: SLF001
     s3 = s3_client(settings)
 
     def objects() -> set[str]:
@@ -307,7 +307,7 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
         dead.append(rows, CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch},
                                        {("orders", 0): batch + 1}, 0, 1))
         dead.manifest_merge.wait(60)
-        table = dead._java_table()  # noqa: SLF001
+        table = dead.java_table()
         table.refresh()
         most = max(most, int(table.currentSnapshot().allManifests(table.io()).size()))
     assert dead.manifest_merge.failures == 0 and dead.manifest_merge.replaced >= 8, dead.manifest_merge.done
@@ -315,7 +315,7 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
 
     snapshots = spark.sql(f"SELECT snapshot_id, parent_id, operation, summary, manifest_list "
                           f"FROM {dead.identifier}.snapshots ORDER BY committed_at").collect()
-    table = dead._java_table()  # noqa: SLF001
+    table = dead.java_table()
     manifests = {row.snapshot_id: int(table.snapshot(row.snapshot_id).allManifests(table.io()).size())
                  for row in snapshots}
     appends = [row for row in snapshots if row.operation == "append"]
@@ -329,7 +329,7 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
     assert dead.last_commit().batch_id == 11
     assert check_ranges(dead.commits(), {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
 
-    assert dead.measure().last_compaction_at is None  # a manifest merge is not a compaction
+    assert dead.maintenance.measure().last_compaction_at is None  # a manifest merge is not a compaction
 
     # Commits between the merge's reading (apply) and its own commit, through a stand-in for the commit lock.
     class CommitsBetween:
@@ -346,7 +346,7 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
         return CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
 
     def fresh() -> int:
-        table = dead._java_table()  # noqa: SLF001
+        table = dead.java_table()
         table.refresh()
         return sum(1 for m in table.currentSnapshot().allManifests(table.io()) if m.hasAddedFiles())
 
@@ -364,12 +364,12 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
     dead._commit_turn = lock  # noqa: SLF001
     for batch in range(17, 21):
         dead.append(rows, record(batch))
-    dead._commit_turn = CommitsBetween(dead.tidy_metadata)  # noqa: SLF001
+    dead._commit_turn = CommitsBetween(dead.maintenance.tidy_metadata)  # noqa: SLF001
     dead.merge_manifests()
     dead._commit_turn = lock  # noqa: SLF001
     assert dead.read().count() == 21 and dead.last_commit().batch_id == 20
     assert check_ranges(dead.commits(), {("orders", 0): 0}, dead.history_complete()) == (True, True, [])
-    assert dead.measure().last_compaction_at is not None  # the compaction's rewrite is one
+    assert dead.maintenance.measure().last_compaction_at is not None  # the compaction's rewrite is one
 
     spark.sql(f"ALTER TABLE {dead.identifier} SET TBLPROPERTIES ('{MAX_MANIFESTS_KEY}'='a few')")
     with pytest.raises(ConfigError, match=f"{MAX_MANIFESTS_KEY} is 'a few'"):

@@ -62,7 +62,7 @@ def _kinesis_pages(records_after):
 
 
 def test_kinesis_lag_counts_records_behind_the_table_end_and_unseen_shards():
-    from ingest.sources.kinesis_offsets import ShardInfo
+    from ingest.kinesis_offsets import ShardInfo
 
     shards = [ShardInfo("s0", ending_sequence="30"), ShardInfo("s1"), ShardInfo("s2", parent="s0"),
               ShardInfo("s3")]
@@ -76,7 +76,7 @@ def test_kinesis_lag_counts_records_behind_the_table_end_and_unseen_shards():
 
 
 def test_kinesis_lag_stops_at_the_scan_limit_and_says_at_least():
-    from ingest.sources.kinesis_offsets import ShardInfo
+    from ingest.kinesis_offsets import ShardInfo
 
     pages, _ = _kinesis_pages({"s1": list(range(1, 11))})
     lag, exact = kinesis_lag("st", [ShardInfo("s1")], {}, "TRIM_HORIZON", pages, limit=4)

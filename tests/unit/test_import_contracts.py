@@ -33,9 +33,12 @@ def test_a_forbidden_import_breaks_the_contracts(tmp_path):
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     commits = tmp_path / "ingest" / "commits.py"
     commits.write_text(commits.read_text() + "\nfrom maintenance import policy  # noqa: E402,F401\n")
+    adapter = tmp_path / "ingest" / "adapters" / "hadoop_fs.py"  # and, inside ingest, an import that points up
+    adapter.write_text(adapter.read_text() + "\nfrom ingest.formats import format_for  # noqa: E402,F401\n")
     result = _lint_imports(tmp_path)
     assert result.returncode != 0, result.stdout
     assert "ingest.commits -> maintenance.policy" in result.stdout, result.stdout
+    assert "ingest.adapters.hadoop_fs -> ingest.formats" in result.stdout, result.stdout
 
 
 def _module_level_imports(path: Path) -> set[str]:

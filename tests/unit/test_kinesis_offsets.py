@@ -8,8 +8,8 @@ import pytest
 
 from ingest.adapters.kinesis import KinesisClient
 from ingest.errors import KinesisError
-from ingest.sources import kinesis_offsets as ko
-from ingest.sources.kinesis_offsets import ShardInfo
+from ingest import kinesis_offsets as ko
+from ingest.kinesis_offsets import ShardInfo
 
 BIG = "49590338271490256608559692538361571095921575989136588898"  # a real-looking 56-digit sequence number
 

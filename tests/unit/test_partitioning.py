@@ -111,7 +111,8 @@ def test_delta_generated_columns_and_iceberg_values_show_a_partition_the_same_wa
     from pyspark.sql import functions as F
 
     from ingest.formats.delta import generation_expression, generated_type
-    from ingest.formats.iceberg import partition_term, shown_value, stored_value
+    from ingest.formats.iceberg import partition_term
+    from ingest.formats.iceberg_maintenance import shown_value, stored_value
 
     config = _load(tmp_path, [{"source": "occurred_at", "transform": "hour"},
                               {"source": "occurred_at", "transform": "bucket(8)"},
