@@ -21,6 +21,24 @@ os.environ.update({
 })
 
 
+def _unit_tier_only(config) -> bool:
+    """Plain `pytest` (no paths, no -m) runs the unit tier only: the rest needs the local stack and takes minutes.
+    `pytest tests`, `pytest -m ...` and infra/test.sh (CI) run what they name."""
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr
+
+
+def pytest_ignore_collect(collection_path, config):
+    if _unit_tier_only(config) and collection_path == REPO / "tests" / "integration":
+        return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _unit_tier_only(config):
+        terminalreporter.write_line("[test] unit tier only (tests/unit); the integration tier needs the local stack: "
+                                    "`bash infra/test.sh` (what CI runs) or `pytest tests`")
+
+
 def pytest_runtest_logreport(report):
     """Print a failure's traceback the moment it happens, not only in the end-of-run summary: a CI run cut off by
     its time limit never reaches the summary, and then the log would say FAILED without saying why."""
