@@ -84,17 +84,21 @@ def _iceberg_schema(identifier: str, settings: "Settings") -> "StructType | None
     uri = settings.iceberg_catalog_uri or ""
     if not uri or uri.startswith("jdbc:"):
         return None  # pyiceberg cannot open it; Spark's catalog is the one that reads it
+    name = identifier.split(".", 1)[1]
     try:
-        table = iceberg_catalog(settings).load_table(identifier.split(".", 1)[1])
-    except (NoSuchTableError, NoSuchNamespaceError):
-        return None
+        catalog = iceberg_catalog(settings)
+        exists = catalog.table_exists(name)
     except Exception as exc:  # noqa: BLE001 - a connection error of whichever client the catalog uses
         raise LakelineError(f"the Iceberg catalog at {_without_secrets(uri)} did not answer ({exc}); is it running "
                             "and LAKELINE_ICEBERG_CATALOG_URI right?") from exc
+    if not exists:
+        return None
     try:
-        return spark_struct(table.schema())
-    except LookupError:
-        return None  # a type Spark has no name for: the start compares after opening the table
+        return spark_struct(catalog.load_table(name).schema())
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+    except Exception:  # noqa: BLE001 - its metadata unreadable without Spark, or a type Spark has no name for
+        return None  # the start compares after opening the table, as it always has
 
 
 def _delta_schema(location: str, settings: "Settings") -> "StructType | None":
@@ -108,10 +112,12 @@ def _delta_schema(location: str, settings: "Settings") -> "StructType | None":
 
     try:
         table = DeltaTable(delta_rs_uri(location), storage_options=delta_storage_options(settings))
+        # A Delta log holds the schema as Spark's own JSON.
+        return StructType.fromJson(json.loads(table.schema().to_json()))
     except TableNotFoundError:
         return None
-    # A Delta log holds the schema as Spark's own JSON.
-    return StructType.fromJson(json.loads(table.schema().to_json()))
+    except Exception:  # noqa: BLE001 - e.g. a create a kill interrupted, which the start clears; S3 answered above
+        return None  # the start compares after opening the table, as it always has
 
 
 def _check_bucket_answers(location: str, settings: "Settings") -> None:
