@@ -88,12 +88,6 @@ def env_file(root: Path | None = None) -> Path:
     return stack_dir(root) / "stack.env"
 
 
-def _marker(root: Path) -> str:
-    # Each process we start has this directory on its command line (log/config paths), so `down` never kills a
-    # process that merely reused a pid.
-    return str(stack_dir(root))
-
-
 def read_info(root: Path | None = None) -> StackInfo | None:
     info_file = stack_dir(root) / "stack.json"
     if not info_file.is_file():

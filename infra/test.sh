@@ -5,7 +5,7 @@
 #     90 min)
 #   - with LAKELINE_SOAK=1: everything, the soak suites included (over two hours on 2 cores)
 # The tiers: docs/testing.md. How long each took, and when: CHANGELOG.md.
-# Extra arguments go to pytest, e.g. `bash infra/test.sh tests/unit`.
+# Extra arguments go to pytest, e.g. `bash infra/test.sh tests/unit` (test paths given replace `tests`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash infra/setup.sh
@@ -17,4 +17,12 @@ elif [ "${CI:-}" = "true" ] || [ "${LAKELINE_HEAVY:-0}" = "1" ]; then
   marker=(-m "not soak")
   echo "[test] running the default and heavy suites (LAKELINE_SOAK=1 adds the soak suites)"
 fi
-exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=1200 --durations=30 "${marker[@]}" "$@"
+# Both tiers (`tests`), unless the arguments name their own paths: a plain `pytest` runs the unit tier only.
+paths=(tests)
+for arg in "$@"; do
+  if [ -e "${arg%%::*}" ]; then
+    paths=()
+    break
+  fi
+done
+exec .venv/bin/python -m pytest -p no:cacheprovider --timeout=1200 --durations=30 "${marker[@]}" "$@" "${paths[@]}"

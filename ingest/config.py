@@ -25,7 +25,6 @@ from ingest.types import JSON_NAME, REQUIRED, TIME_FORMAT, TIME_FORMATS, contain
 # becomes a column, a DAG id or part of a path).
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+)(ms|s|m))$")
-RESERVED_PREFIX = "_"
 
 
 class _Strict(BaseModel):

@@ -336,15 +336,23 @@ class JsonLogLines:
         if line is None:
             return
         level = "error" if isinstance(event, PipelineFailed | LeaseLost) else "info"
-        record = {"time": _iso(event.at), "level": level, "logger": "lakeline.events", "pipeline": event.pipeline,
-                  "event": event.kind, "message": line}
         stream = self.stream or sys.stdout
-        stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+        stream.write(json_log_line(event.at, level, "lakeline.events", event.pipeline, line, event=event.kind) + "\n")
         stream.flush()
 
 
-def _iso(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def json_log_line(at: float, level: str, logger: str, pipeline: str | None, message: str, *,
+                  event: str | None = None, exception: str | None = None) -> str:
+    """The one shape of a JSON log line, for log records (lakeline.logs) and run events (`JsonLogLines`) alike:
+    time (UTC, ISO 8601, ms), level, logger, pipeline, the event's kind (events only), message, exception (if any)."""
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    entry: dict[str, object] = {"time": stamp, "level": level, "logger": logger, "pipeline": pipeline}
+    if event is not None:
+        entry["event"] = event
+    entry["message"] = message
+    if exception is not None:
+        entry["exception"] = exception
+    return json.dumps(entry, separators=(",", ":"), default=str)
 
 
 class HumanLines:

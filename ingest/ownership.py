@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ingest.driver_lock import DriverLock
 from ingest.errors import LeaseHeld
 from ingest.events import LeaseWaiting, StandbyReady, StandbyStopped, StandbyTakingOver
+from ingest.preflight import check_start
 
 if TYPE_CHECKING:
     from ingest.pipeline import Pipeline
@@ -20,10 +21,12 @@ if TYPE_CHECKING:
 
 @contextmanager
 def drive(pipeline: "Pipeline", standby: bool = False) -> Iterator[bool]:
-    """Take the pipeline's host lock and lease (refused at once when another driver holds either: DriverLockHeld,
-    LeaseHeld), or with `standby` warm up first and wait for them. Yields True once this process drives the
-    pipeline, False when a standby was stopped (SIGTERM/SIGINT) before taking over. The lease (`pipeline.lease`,
-    None off S3) is renewed until the block ends; losing it calls `pipeline.lost_lease`."""
+    """Check the start (ingest.preflight: a missing source or an unreachable catalog fails here, with nothing taken
+    or written), then take the pipeline's host lock and lease (refused at once when another driver holds either:
+    DriverLockHeld, LeaseHeld), or with `standby` warm up first and wait for them. Yields True once this process
+    drives the pipeline, False when a standby was stopped (SIGTERM/SIGINT) before taking over. The lease
+    (`pipeline.lease`, None off S3) is renewed until the block ends; losing it calls `pipeline.lost_lease`."""
+    check_start(pipeline.config, pipeline.settings)  # before the lock file, the lease or any table exists
     location = pipeline.config.checkpoint_location(pipeline.settings)
     lock, lease = DriverLock(pipeline.config.pipeline, location, pipeline.settings.lock_dir), pipeline.lease
     if standby:

@@ -17,6 +17,7 @@ from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint
 from ingest.commits import CommitRecord
 from ingest.events import CheckpointMovedAside, RunStarted, SchemaEvolved
 from ingest.formats import format_for, tables_for
+from ingest.preflight import schema_refused
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,15 +101,13 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
 def apply_declared_schema(table: "LakeTable", config: "PipelineConfig", events: "Events") -> list[str]:
     """Bring the main table to what the YAML declares before anything is written: add the fields it lacks, widen
     what widens (ingest.evolution). A narrowing or incompatible change is refused (ConfigError) naming the column."""
-    from ingest.errors import ConfigError
     from ingest.evolution import plan_changes
     from ingest.transforms import table_schema
 
     declared = format_for(config.sink.format).stored(table_schema(config))
     changes, refusals = plan_changes(table.table_schema(), declared)
     if refusals:
-        raise ConfigError(f"pipeline {config.pipeline}: its schema cannot be applied to {table.display_name} (nothing "
-                          "was written):\n  - " + "\n  - ".join(refusals))
+        raise schema_refused(config, table.display_name, refusals)
     if changes:
         table.evolve(changes)
         events.emit(SchemaEvolved(pipeline=config.pipeline, table=table.display_name,

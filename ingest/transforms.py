@@ -38,7 +38,6 @@ COORDINATE_FIELDS = [
     StructField("_offset", LongType(), False),
     StructField("_kafka_timestamp", TimestampType(), True),
 ]
-COORDINATES = [f.name for f in COORDINATE_FIELDS]
 # Kinesis: sequence numbers (up to ~56 digits) do not fit a long; they are stored zero-padded to a fixed width
 # (ingest.kinesis_offsets.SEQ_WIDTH) so string order is numeric order, in SQL too.
 KINESIS_COORDINATE_FIELDS = [
@@ -92,7 +91,6 @@ def dead_letter_schema(coords: Coordinates = KAFKA) -> StructType:
     ])
 
 
-DEAD_LETTER_SCHEMA = dead_letter_schema(KAFKA)
 # `_headers` (source.include_headers): a Kafka record's headers by name.
 HEADERS_TYPE = MapType(StringType(), BinaryType(), True)
 

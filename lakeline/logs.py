@@ -4,7 +4,6 @@ stderr, so stdout stays the command's result (or its JSON)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from functools import cache
@@ -34,20 +33,15 @@ class _PlainFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time (UTC, ISO 8601), level, logger, pipeline (of the thread that logged, when
-    it works for one: `ingest.events.pipeline_context`), message, and the exception's text when there is one."""
+    """One JSON object per record (`ingest.events.json_log_line`, the shape run events share): the pipeline is the
+    one the logging thread works for (`ingest.events.pipeline_context`), if any."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from datetime import UTC, datetime
+        from ingest.events import current_pipeline, json_log_line
 
-        from ingest.events import current_pipeline
-
-        entry = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-                 .replace("+00:00", "Z"), "level": record.levelname.lower(), "logger": record.name,
-                 "pipeline": getattr(record, "pipeline", None) or current_pipeline(), "message": record.getMessage()}
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, separators=(",", ":"), default=str)
+        return json_log_line(record.created, record.levelname.lower(), record.name,
+                             getattr(record, "pipeline", None) or current_pipeline(), record.getMessage(),
+                             exception=self.formatException(record.exc_info) if record.exc_info else None)
 
 
 LOG_FORMATS = ("text", "json")

@@ -1,2 +1,2 @@
-"""Lakeline maintenance: checkpoint backup/verify/restore (and, in later work, compaction, retention, drills).
-Imports ingest; ingest never imports maintenance."""
+"""Lakeline maintenance: checkpoint backup/verify/restore/repair, compaction, retention, table health, freshness,
+recovery drills, and what the Airflow tasks run. Imports ingest; ingest never imports maintenance."""

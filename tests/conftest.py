@@ -21,6 +21,24 @@ os.environ.update({
 })
 
 
+def _unit_tier_only(config) -> bool:
+    """Plain `pytest` (no paths, no -m) runs the unit tier only: the rest needs the local stack and takes minutes.
+    `pytest tests`, `pytest -m ...` and infra/test.sh (CI) run what they name."""
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr
+
+
+def pytest_ignore_collect(collection_path, config):
+    if _unit_tier_only(config) and collection_path == REPO / "tests" / "integration":
+        return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _unit_tier_only(config):
+        terminalreporter.write_line("[test] unit tier only (tests/unit); the integration tier needs the local stack: "
+                                    "`bash infra/test.sh` (what CI runs) or `pytest tests`")
+
+
 def pytest_runtest_logreport(report):
     """Print a failure's traceback the moment it happens, not only in the end-of-run summary: a CI run cut off by
     its time limit never reaches the summary, and then the log would say FAILED without saying why."""
@@ -76,3 +94,52 @@ def spark(request):
                           {"spark.sql.shuffle.partitions": "1"})
     yield session
     session.stop()
+
+
+def _kinesis_like_split(self, shard_to_split, new_starting_hash_key):
+    from moto.kinesis import models
+
+    split_at = int(new_starting_hash_key)
+    parent = self.shards[shard_to_split]
+    last_id = max(s._shard_id for s in self.shards.values())
+    for i, (lo, hi) in enumerate(((parent.starting_hash, split_at), (split_at, parent.ending_hash))):
+        child = models.Shard(last_id + 1 + i, starting_hash=lo, ending_hash=hi, parent=parent.shard_id)
+        self.shards[child.shard_id] = child
+    parent.is_open = False
+
+
+def _open_shard_for_key(self, partition_key, explicit_hash_key):
+    import hashlib
+
+    key = int(explicit_hash_key) if explicit_hash_key else int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
+    for shard in self.shards.values():
+        if shard.is_open and shard.starting_hash <= key < shard.ending_hash:
+            return shard
+    for shard in self.shards.values():  # moto's ending_hash is exclusive; the top key belongs to the last shard
+        if shard.is_open and shard.starting_hash <= key <= shard.ending_hash:
+            return shard
+    return None
+
+
+@pytest.fixture(scope="module")
+def moto_kinesis():
+    """An in-process moto Kinesis server of the test module's own (about 1 s to start), its connection options
+    as the Kinesis adapter takes them. moto 5.2.5 does not split a shard the way Kinesis does (new records keep
+    going to the closed parent, the children stay empty); here the parent keeps its records and takes no new
+    ones, and new records go to the open children."""
+    from moto.kinesis import models
+    from moto.server import ThreadedMotoServer
+
+    from infra.procs import free_port
+
+    port = free_port()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(models.Stream, "split_shard", _kinesis_like_split)
+        mp.setattr(models.Stream, "get_shard_for_key", _open_shard_for_key)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        try:
+            yield {"endpoint": f"http://127.0.0.1:{port}", "region": "us-east-1",
+                   "access_key_id": "testing", "secret_access_key": "testing"}
+        finally:
+            server.stop()

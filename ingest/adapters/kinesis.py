@@ -20,8 +20,6 @@ RETRYABLE = {"ProvisionedThroughputExceededException", "LimitExceededException",
              "KMSThrottlingException", "RequestTimeout", "RequestTimeoutException"}
 CREDENTIAL_ERRORS = {"UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
                      "AccessDeniedException", "InvalidClientTokenId", "MissingAuthenticationToken"}
-OPTION_KEYS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token")
-
 
 
 def client_options(settings: Any) -> dict[str, str]:
@@ -35,11 +33,6 @@ def client_options(settings: Any) -> dict[str, str]:
 def _code(exc: BaseException) -> str:
     response = getattr(exc, "response", None) or {}
     return str(response.get("Error", {}).get("Code", "")) or type(exc).__name__
-
-
-def _status(exc: BaseException) -> int:
-    response = getattr(exc, "response", None) or {}
-    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
 
 # Backoff for throttled calls: full jitter, the first wait below 0.1 s, doubling, never above 5 s.

@@ -5,11 +5,13 @@ from __future__ import annotations
 from ingest.settings import Settings
 
 
-def s3_client(settings: Settings):
+def s3_client(settings: Settings, config=None):
+    """`config`: a botocore Config (timeouts, retries); botocore's defaults without one."""
     import boto3
 
     credentials = {f"aws_{name}": value for name, value in settings.aws_credentials().items()}
-    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region, **credentials)
+    return boto3.client("s3", endpoint_url=settings.s3_endpoint, region_name=settings.aws_region, config=config,
+                        **credentials)
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:

@@ -1,1 +1,3 @@
-"""Lakeline's own Spark sources (Python Data Source API). Nothing here imports pyspark or boto3 at import time."""
+"""The streaming sources a pipeline reads: Spark's Kafka source and Lakeline's own Kinesis source (Python Data Source
+API). Importing this package imports neither pyspark nor boto3; `kinesis` needs pyspark (its reader subclasses
+pyspark's data source classes), and boto3 is imported only where a Kinesis client is made."""

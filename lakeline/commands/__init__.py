@@ -1,6 +1,12 @@
 """One module per command group; each has `register(subparsers)`."""
 
 
+def actions(parser):
+    """`<command> ACTION [flags]`: each action a subparser of its own with only the flags it takes (a flag given to
+    another action fails with exit 2, naming it); `args.action` names the action."""
+    return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+
 def pipeline_arg(parser) -> None:
     parser.add_argument("--pipeline", required=True, metavar="FILE",
                         help="pipeline YAML, e.g. conf/pipelines/orders_delta.yaml")

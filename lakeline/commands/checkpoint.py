@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from ingest.errors import ExitCode
-from lakeline.commands import load, pipeline_arg
+from lakeline.commands import actions, load, pipeline_arg
 from lakeline.output import output_arg, output_of
 
 
@@ -23,16 +23,23 @@ def register(sub) -> None:
                                       "damaged or uncommitted tail aside (or the whole checkpoint, when nothing "
                                       "intact is left, so the next start rebuilds from the table's offsets). "
                                       "list: the complete backups, oldest first.")
-    ckpt.add_argument("action", choices=["backup", "verify", "restore", "repair", "list"])
-    pipeline_arg(ckpt)
-    ckpt.add_argument("--backup", metavar="ID", help="backup id for verify/restore (default: the newest)")
-    ckpt.add_argument("--apply", action="store_true",
-                      help="repair: carry out the fix (default: dry-run, report only; exit "
-                           f"{int(ExitCode.CHECKPOINT_DAMAGED)} if a fix is needed)")
-    ckpt.add_argument("--force", action="store_true",
-                      help="restore/repair even if the pipeline's heartbeat looks fresh")
-    output_arg(ckpt)
     ckpt.set_defaults(run=run)
+    sub_actions = actions(ckpt)
+    backup = sub_actions.add_parser("backup", help="copy the committed part of the checkpoint, with checksums")
+    verify = sub_actions.add_parser("verify", help="check a backup's checksums and structure")
+    restore = sub_actions.add_parser("restore", help="move the checkpoint aside and restore a backup")
+    repair = sub_actions.add_parser("repair", help="find and explain checkpoint damage; fix it with --apply")
+    listing = sub_actions.add_parser("list", help="the complete backups, oldest first")
+    for action in (backup, verify, restore, repair, listing):
+        pipeline_arg(action)
+        output_arg(action)
+    for action in (verify, restore):
+        action.add_argument("--backup", metavar="ID", help="backup id (default: the newest)")
+    repair.add_argument("--apply", action="store_true",
+                        help="carry out the fix (default: dry-run, report only; exit "
+                             f"{int(ExitCode.CHECKPOINT_DAMAGED)} if a fix is needed)")
+    for action in (restore, repair):
+        action.add_argument("--force", action="store_true", help="even if the pipeline's heartbeat looks fresh")
 
 
 def run(args) -> ExitCode:

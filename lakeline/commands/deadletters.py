@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ingest.errors import ConfigError, ExitCode
-from lakeline.commands import load, pipeline_arg
+from lakeline.commands import actions, load, pipeline_arg
 from lakeline.output import output_arg, output_of
 
 
@@ -17,14 +17,17 @@ def register(sub) -> None:
                                          "exactly once, safe while the stream runs (a second replay adds nothing). "
                                          "A dry run unless --apply. Dead letters are never deleted; reconcile counts "
                                          "a replayed one once, in the main table.")
-    letters.add_argument("action", choices=["show", "replay"])
-    pipeline_arg(letters)
-    letters.add_argument("--reason", metavar="R", help="only this reason, e.g. type_mismatch")
-    letters.add_argument("--since", metavar="ISO", help="replay: only dead letters ingested at or after this time")
-    letters.add_argument("--limit", type=int, default=20, metavar="N", help="show: at most N (default 20)")
-    letters.add_argument("--apply", action="store_true", help="replay: append (default: dry run, report only)")
-    output_arg(letters)
     letters.set_defaults(run=run)
+    sub_actions = actions(letters)
+    show = sub_actions.add_parser("show", help="the dead letters not replayed yet, newest first")
+    replay = sub_actions.add_parser("replay", help="decode them again and append the ones that parse now")
+    for action in (show, replay):
+        pipeline_arg(action)
+        action.add_argument("--reason", metavar="R", help="only this reason, e.g. type_mismatch")
+        output_arg(action)
+    show.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
+    replay.add_argument("--since", metavar="ISO", help="only dead letters ingested at or after this time")
+    replay.add_argument("--apply", action="store_true", help="append (default: dry run, report only)")
 
 
 def _since(value: str | None) -> datetime | None:

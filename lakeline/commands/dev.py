@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ingest.errors import ExitCode
+from lakeline.commands import actions
 
 
 def register(sub) -> None:
@@ -23,25 +24,30 @@ def register(sub) -> None:
                                      "s faster, by running the demo with a few thousand events on a temporary "
                                      "stack of its own (about a minute, once per JDK and set of jars; "
                                      "infra/setup.sh runs it; LAKELINE_CLASS_ARCHIVE=off turns it off).")
-    dev.add_argument("action", choices=["up", "down", "status", "class-archive"])
-    dev.add_argument("--spark-workers", type=int, default=0, metavar="N",
-                     help="up: also start a Spark standalone master and N workers from the pyspark distribution "
-                          "(loopback only), and point LAKELINE_SPARK_MASTER at it in stack.env (default 0: Spark "
-                          "runs local[N] inside each driver)")
-    dev.add_argument("--spark-worker-cores", type=int, default=1, metavar="C", help="cores per worker (default 1)")
-    dev.add_argument("--spark-worker-memory", default="2g", metavar="M",
-                     help="memory per worker for its executors, e.g. 2g (default)")
-    dev.add_argument("--iceberg-catalog", choices=["sql", "rest"], default="sql",
-                     help="up: the Iceberg catalog Spark and pyiceberg share: sql (default, a SQLite file) or rest "
-                          "(the Iceberg project's REST catalog server on a free 127.0.0.1 port, backed by SQLite)")
-    dev.add_argument("--kafka-security", choices=["sasl_ssl", "mtls"], default=None,
-                     help="up: the broker's only client listener is TLS (a CA and keys made with keytool in the "
-                          "state folder), with SASL/SCRAM-SHA-512 users (sasl_ssl) or client certificates (mtls); "
-                          "the client settings, secrets included, go to stack.env (mode 0600) only")
-    dev.add_argument("--force", action="store_true", help="class-archive: make it again even if it is up to date")
-    dev.add_argument("--state-dir", type=Path, help="state folder (default .lakeline in the repo, or "
-                                                    "LAKELINE_STATE_DIR)")
     dev.set_defaults(run=run)
+    sub_actions = actions(dev)
+    up = sub_actions.add_parser("up", help="start what is not running, health-check it, write stack.env")
+    down = sub_actions.add_parser("down", help="stop what `up` started")
+    status = sub_actions.add_parser("status", help="the stack's processes and endpoints, as JSON")
+    archive = sub_actions.add_parser("class-archive", help="make the JVM class archive local drivers start from")
+    up.add_argument("--spark-workers", type=int, default=0, metavar="N",
+                    help="also start a Spark standalone master and N workers from the pyspark distribution "
+                         "(loopback only), and point LAKELINE_SPARK_MASTER at it in stack.env (default 0: Spark "
+                         "runs local[N] inside each driver)")
+    up.add_argument("--spark-worker-cores", type=int, default=1, metavar="C", help="cores per worker (default 1)")
+    up.add_argument("--spark-worker-memory", default="2g", metavar="M",
+                    help="memory per worker for its executors, e.g. 2g (default)")
+    up.add_argument("--iceberg-catalog", choices=["sql", "rest"], default="sql",
+                    help="the Iceberg catalog Spark and pyiceberg share: sql (default, a SQLite file) or rest "
+                         "(the Iceberg project's REST catalog server on a free 127.0.0.1 port, backed by SQLite)")
+    up.add_argument("--kafka-security", choices=["sasl_ssl", "mtls"], default=None,
+                    help="the broker's only client listener is TLS (a CA and keys made with keytool in the "
+                         "state folder), with SASL/SCRAM-SHA-512 users (sasl_ssl) or client certificates (mtls); "
+                         "the client settings, secrets included, go to stack.env (mode 0600) only")
+    archive.add_argument("--force", action="store_true", help="make it again even if it is up to date")
+    for action in (up, down, status):
+        action.add_argument("--state-dir", type=Path, help="state folder (default .lakeline in the repo, or "
+                                                           "LAKELINE_STATE_DIR)")
 
 
 def run(args) -> ExitCode:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest.errors import ExitCode
-from lakeline.commands import load, pipeline_arg
+from lakeline.commands import actions, load, pipeline_arg
 from lakeline.output import output_arg, output_of
 
 
@@ -15,11 +15,14 @@ def register(sub) -> None:
                                         "and print a proposed `schema:` block (nested types, ISO dates and "
                                         "timestamps, json_name for keys that are not column names, required for "
                                         "fields present in every record). Review it before use.")
-    schema.add_argument("action", choices=["diff", "infer"])
-    pipeline_arg(schema)
-    schema.add_argument("--sample", type=int, default=1000, metavar="N", help="infer: records to read (default 1000)")
-    output_arg(schema)
     schema.set_defaults(run=run)
+    sub_actions = actions(schema)
+    diff = sub_actions.add_parser("diff", help="what the next start would add, widen or refuse in the main table")
+    infer = sub_actions.add_parser("infer", help="a proposed `schema:` block from a sample of the source")
+    for action in (diff, infer):
+        pipeline_arg(action)
+        output_arg(action)
+    infer.add_argument("--sample", type=int, default=1000, metavar="N", help="records to read (default 1000)")
 
 
 def run(args) -> ExitCode:

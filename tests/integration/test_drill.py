@@ -75,41 +75,29 @@ def test_drill_all_scenarios(fmt, conf_dir, settings, spark, tmp_path):
 
 
 # Soak (about 12 min per format: five scenarios, each with two or three drivers). The moto server of
-# test_kinesis_source splits shards the way Kinesis does.
+# tests/conftest.py (`moto_kinesis`) splits shards the way Kinesis does.
 @pytest.mark.soak
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
-def test_kinesis_drill_all_scenarios_and_a_shard_split(fmt, conf_dir, settings, spark, tmp_path, monkeypatch):
-    from moto.kinesis import models
-    from moto.server import ThreadedMotoServer
-
-    from infra.procs import free_port
+def test_kinesis_drill_all_scenarios_and_a_shard_split(fmt, conf_dir, settings, spark, tmp_path, monkeypatch,
+                                                       moto_kinesis):
     from ingest.adapters.kinesis import KinesisClient, client_options
-    from tests.integration.test_kinesis_source import _kinesis_like_split, _open_shard_for_key
 
-    port = free_port()
-    monkeypatch.setattr(models.Stream, "split_shard", _kinesis_like_split)
-    monkeypatch.setattr(models.Stream, "get_shard_for_key", _open_shard_for_key)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        monkeypatch.setenv("LAKELINE_KINESIS_ENDPOINT", endpoint)  # the drill's driver processes
-        local = settings.model_copy(update={"kinesis_endpoint": endpoint})
-        data = pipeline_dict(fmt)
-        data["source"] = {"kind": "kinesis", "stream": f"{data['pipeline']}-source"}
-        config = load_pipeline(write_pipeline(conf_dir, data))
-        drill = Drill(config, local, spark, events=2000, batch_size=400, work_dir=tmp_path / "drills", seed=7)
-        scenarios = scenarios_for(config)
-        assert scenarios[-1] == "shard-split"
-        report = drill.run(scenarios)
-        _assert_drill(drill, report, scenarios, spark)
-        split = report.scenarios[-1]
-        assert "split shard" in split.recovery and split.produced == 3000, split
-        kinesis = KinesisClient(client_options(local))
-        assert not any(kinesis.stream_exists(f"lakeline-drill.{drill.run_id}.{config.pipeline}_drill_{s}")
-                       for s in ("kill", "shard_split")), "drill streams are deleted after a passed scenario"
-    finally:
-        server.stop()
+    endpoint = moto_kinesis["endpoint"]
+    monkeypatch.setenv("LAKELINE_KINESIS_ENDPOINT", endpoint)  # the drill's driver processes
+    local = settings.model_copy(update={"kinesis_endpoint": endpoint})
+    data = pipeline_dict(fmt)
+    data["source"] = {"kind": "kinesis", "stream": f"{data['pipeline']}-source"}
+    config = load_pipeline(write_pipeline(conf_dir, data))
+    drill = Drill(config, local, spark, events=2000, batch_size=400, work_dir=tmp_path / "drills", seed=7)
+    scenarios = scenarios_for(config)
+    assert scenarios[-1] == "shard-split"
+    report = drill.run(scenarios)
+    _assert_drill(drill, report, scenarios, spark)
+    split = report.scenarios[-1]
+    assert "split shard" in split.recovery and split.produced == 3000, split
+    kinesis = KinesisClient(client_options(local))
+    assert not any(kinesis.stream_exists(f"lakeline-drill.{drill.run_id}.{config.pipeline}_drill_{s}")
+                   for s in ("kill", "shard_split")), "drill streams are deleted after a passed scenario"
 
 
 class _BrokenRecoveryDrill(Drill):

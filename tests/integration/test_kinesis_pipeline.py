@@ -136,58 +136,44 @@ def test_kinesis_kill_minus_9_at_random_moments_while_producing(fmt, conf_dir, s
 
 @pytest.mark.soak  # ~2.5 min per format; the source-level split test runs by default
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_kinesis_shard_split_mid_run_is_exact(fmt, conf_dir, settings, spark):
-    """Split a shard while the stream runs (moto with Kinesis-like split, see test_kinesis_source): exact, and
-    the children's records land in later commits than the parent's."""
+def test_kinesis_shard_split_mid_run_is_exact(fmt, conf_dir, settings, spark, moto_kinesis):
+    """Split a shard while the stream runs (moto with Kinesis-like split, tests/conftest.py): exact, and the
+    children's records land in later commits than the parent's."""
     import boto3
-    from moto.kinesis import models
-    from moto.server import ThreadedMotoServer
 
-    from infra.procs import free_port
-    from tests.integration.test_kinesis_source import _kinesis_like_split, _open_shard_for_key
+    local = settings.model_copy(update={"kinesis_endpoint": moto_kinesis["endpoint"]})
+    _, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
+    bad = produce(config, local, 3000, bad_ratio=0.01, seed=31, partitions=2).bad_total
+    recorder = Recorder()
+    pipeline = Pipeline(config, local, spark=spark, trigger="processing-time=500ms",
+                        events=Events(HumanLines(), recorder))
+    runner = threading.Thread(target=pipeline.run, kwargs={"install_signal_handlers": False}, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not recorder.of(BatchCommitted):
+        time.sleep(0.5)
+    client = boto3.client("kinesis", endpoint_url=local.kinesis_endpoint, region_name=local.aws_region,
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    parent = client.list_shards(StreamName=config.source.stream)["Shards"][0]
+    lo, hi = int(parent["HashKeyRange"]["StartingHashKey"]), int(parent["HashKeyRange"]["EndingHashKey"])
+    client.split_shard(StreamName=config.source.stream, ShardToSplit=parent["ShardId"],
+                       NewStartingHashKey=str((lo + hi) // 2))
+    bad += produce(config, local, 3000, bad_ratio=0.01, seed=32).bad_total
+    total = 6000
+    from ingest.formats import tables_for
 
-    port = free_port()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(models.Stream, "split_shard", _kinesis_like_split)
-        mp.setattr(models.Stream, "get_shard_for_key", _open_shard_for_key)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        try:
-            local = settings.model_copy(update={"kinesis_endpoint": f"http://127.0.0.1:{port}"})
-            _, config = _kinesis_pipeline(conf_dir, fmt, max_records=1000)
-            bad = produce(config, local, 3000, bad_ratio=0.01, seed=31, partitions=2).bad_total
-            recorder = Recorder()
-            pipeline = Pipeline(config, local, spark=spark, trigger="processing-time=500ms",
-                                events=Events(HumanLines(), recorder))
-            runner = threading.Thread(target=pipeline.run, kwargs={"install_signal_handlers": False}, daemon=True)
-            runner.start()
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and not recorder.of(BatchCommitted):
-                time.sleep(0.5)
-            client = boto3.client("kinesis", endpoint_url=local.kinesis_endpoint, region_name=local.aws_region,
-                                  aws_access_key_id="testing", aws_secret_access_key="testing")
-            parent = client.list_shards(StreamName=config.source.stream)["Shards"][0]
-            lo, hi = int(parent["HashKeyRange"]["StartingHashKey"]), int(parent["HashKeyRange"]["EndingHashKey"])
-            client.split_shard(StreamName=config.source.stream, ShardToSplit=parent["ShardId"],
-                               NewStartingHashKey=str((lo + hi) // 2))
-            bad += produce(config, local, 3000, bad_ratio=0.01, seed=32).bad_total
-            total = 6000
-            from ingest.formats import tables_for
-
-            main, dead = tables_for(spark, config, local)
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline and main.read().count() + dead.read().count() < total:
-                time.sleep(2)
-            pipeline.request_stop()
-            runner.join(120)
-            report = reconcile(config, local, spark)
-            _assert_exact(report, total, bad)
-            children = {s["ShardId"] for s in client.list_shards(StreamName=config.source.stream)["Shards"]
-                        if s.get("ParentShardId") == parent["ShardId"]}
-            commits = main.commits()
-            # A commit's `start` lists only the shards that batch read (its `end` is the table's cumulative end).
-            parent_batches = [c.batch_id for c in commits if any(p == parent["ShardId"] for _, p in c.start)]
-            child_batches = [c.batch_id for c in commits if any(p in children for _, p in c.start)]
-            assert children and child_batches and max(parent_batches) < min(child_batches)
-        finally:
-            server.stop()
+    main, dead = tables_for(spark, config, local)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and main.read().count() + dead.read().count() < total:
+        time.sleep(2)
+    pipeline.request_stop()
+    runner.join(120)
+    report = reconcile(config, local, spark)
+    _assert_exact(report, total, bad)
+    children = {s["ShardId"] for s in client.list_shards(StreamName=config.source.stream)["Shards"]
+                if s.get("ParentShardId") == parent["ShardId"]}
+    commits = main.commits()
+    # A commit's `start` lists only the shards that batch read (its `end` is the table's cumulative end).
+    parent_batches = [c.batch_id for c in commits if any(p == parent["ShardId"] for _, p in c.start)]
+    child_batches = [c.batch_id for c in commits if any(p in children for _, p in c.start)]
+    assert children and child_batches and max(parent_batches) < min(child_batches)

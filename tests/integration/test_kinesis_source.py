@@ -1,65 +1,18 @@
 """The lakeline-kinesis source against a moto Kinesis server and real Spark: exact steady run with several shards
 and a restart, a shard split mid-run (children read after the parent), deterministic replay of a planned batch,
-and clear errors.
-
-moto 5.2.5 does not model a split the way Kinesis does: new records keep going to the closed parent (its
-EndingSequenceNumber keeps moving) and the children stay empty. The `kinesis` fixture runs its own in-process
-moto server with split behaving like Kinesis (the parent keeps its records and takes no new ones; new records go
-to the open children). The reader itself has no moto workarounds.
+and clear errors. The server is tests/conftest.py's `moto_kinesis` (shards split as Kinesis splits them); the
+reader itself has no moto workarounds.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 
 import pytest
 
-from infra.procs import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def _kinesis_like_split(self, shard_to_split, new_starting_hash_key):
-    from moto.kinesis import models
-
-    split_at = int(new_starting_hash_key)
-    parent = self.shards[shard_to_split]
-    last_id = max(s._shard_id for s in self.shards.values())
-    for i, (lo, hi) in enumerate(((parent.starting_hash, split_at), (split_at, parent.ending_hash))):
-        child = models.Shard(last_id + 1 + i, starting_hash=lo, ending_hash=hi, parent=parent.shard_id)
-        self.shards[child.shard_id] = child
-    parent.is_open = False
-
-
-def _open_shard_for_key(self, partition_key, explicit_hash_key):
-    key = int(explicit_hash_key) if explicit_hash_key else int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
-    for shard in self.shards.values():
-        if shard.is_open and shard.starting_hash <= key < shard.ending_hash:
-            return shard
-    for shard in self.shards.values():  # moto's ending_hash is exclusive; the top key belongs to the last shard
-        if shard.is_open and shard.starting_hash <= key <= shard.ending_hash:
-            return shard
-    return None
-
-
-@pytest.fixture(scope="module")
-def kinesis():
-    from moto.kinesis import models
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(models.Stream, "split_shard", _kinesis_like_split)
-        mp.setattr(models.Stream, "get_shard_for_key", _open_shard_for_key)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        try:
-            yield {"endpoint": f"http://127.0.0.1:{port}", "region": "us-east-1",
-                   "access_key_id": "testing", "secret_access_key": "testing"}
-        finally:
-            server.stop()
 
 
 def _boto(opts):
@@ -125,11 +78,11 @@ def _assert_exact(seen, expected):
     assert {(shard, seq): data for shard, seq, data in rows} == expected
 
 
-def test_steady_run_with_several_shards_and_a_restart_is_exact(kinesis, spark, tmp_path):
-    stream, client = _new_stream(kinesis, 3)
+def test_steady_run_with_several_shards_and_a_restart_is_exact(moto_kinesis, spark, tmp_path):
+    stream, client = _new_stream(moto_kinesis, 3)
     expected = _put(client, stream, 0, 3000)
     assert len({shard for shard, _ in expected}) == 3
-    options = {**kinesis, "stream": stream, "max_records_per_batch": "1000"}
+    options = {**moto_kinesis, "stream": stream, "max_records_per_batch": "1000"}
     seen: dict = {}
     started = time.monotonic()
     _run_stream(spark, options, str(tmp_path / "cp"), seen, lambda s: sum(map(len, s.values())) >= 3000)
@@ -143,10 +96,10 @@ def test_steady_run_with_several_shards_and_a_restart_is_exact(kinesis, spark, t
     _assert_exact(seen, expected)
 
 
-def test_shard_split_mid_run_reads_children_after_parent(kinesis, spark, tmp_path):
-    stream, client = _new_stream(kinesis, 2)
+def test_shard_split_mid_run_reads_children_after_parent(moto_kinesis, spark, tmp_path):
+    stream, client = _new_stream(moto_kinesis, 2)
     expected = _put(client, stream, 0, 1000)
-    options = {**kinesis, "stream": stream, "max_records_per_batch": "300"}
+    options = {**moto_kinesis, "stream": stream, "max_records_per_batch": "300"}
     seen: dict = {}
     split_done = {}
 
@@ -173,12 +126,12 @@ def test_shard_split_mid_run_reads_children_after_parent(kinesis, spark, tmp_pat
     assert max(parent_batches) < min(child_batches)
 
 
-def test_replayed_batch_reads_exactly_the_planned_records(kinesis):
+def test_replayed_batch_reads_exactly_the_planned_records(moto_kinesis):
     from ingest.sources.kinesis import KinesisStreamReader
 
-    stream, client = _new_stream(kinesis, 2)
+    stream, client = _new_stream(moto_kinesis, 2)
     _put(client, stream, 0, 400)
-    reader = KinesisStreamReader({**kinesis, "stream": stream, "max_records_per_batch": "150"})
+    reader = KinesisStreamReader({**moto_kinesis, "stream": stream, "max_records_per_batch": "150"})
     start = reader.initialOffset()
     end = reader.latestOffset()
     parts = reader.partitions(start, end)
@@ -188,7 +141,7 @@ def test_replayed_batch_reads_exactly_the_planned_records(kinesis):
     assert len(first) == 150
     _put(client, stream, 400, 200)
     # A new reader (a restarted driver) replays the same planned batch, fetching it from Kinesis.
-    again = KinesisStreamReader({**kinesis, "stream": stream, "max_records_per_batch": "150"})
+    again = KinesisStreamReader({**moto_kinesis, "stream": stream, "max_records_per_batch": "150"})
     replay_parts = again.partitions(start, end)
     assert all(part.rows is None for part in replay_parts)
     replay = [row for part in replay_parts for row in again.read(part)]
@@ -199,29 +152,29 @@ def test_replayed_batch_reads_exactly_the_planned_records(kinesis):
     assert not {(r[1], r[2]) for r in rest} & {(r[1], r[2]) for r in first}
 
 
-def test_an_arrival_cutoff_plans_only_records_that_arrived_by_then(kinesis):
+def test_an_arrival_cutoff_plans_only_records_that_arrived_by_then(moto_kinesis):
     """An available-now run plans what had arrived when it began: a record that arrives later waits for the next
     run, even on a shard that had older records in the same plan."""
     from ingest.sources.kinesis import KinesisStreamReader
 
-    stream, client = _new_stream(kinesis, 2)
+    stream, client = _new_stream(moto_kinesis, 2)
     before = _put(client, stream, 0, 300)
     cutoff = time.time()
     after = _put(client, stream, 300, 100)
-    reader = KinesisStreamReader({**kinesis, "stream": stream, "until_arrival": repr(cutoff)})
+    reader = KinesisStreamReader({**moto_kinesis, "stream": stream, "until_arrival": repr(cutoff)})
     start = reader.initialOffset()
     end = reader.latestOffset()
     rows = [row for part in reader.partitions(start, end) for row in reader.read(part)]
     assert {(shard, int(seq)) for _, shard, seq, *_ in rows} == set(before)
     assert reader.latestOffset() == end  # nothing more for this run: Spark plans no further batch
-    later = KinesisStreamReader({**kinesis, "stream": stream})  # the next run takes the rest
+    later = KinesisStreamReader({**moto_kinesis, "stream": stream})  # the next run takes the rest
     rest = [row for part in later.partitions(end, later.latestOffset()) for row in later.read(part)]
     assert {(shard, int(seq)) for _, shard, seq, *_ in rest} == set(after)
 
 
-def test_missing_stream_is_a_clear_error(kinesis):
+def test_missing_stream_is_a_clear_error(moto_kinesis):
     from ingest.errors import KinesisError
     from ingest.sources.kinesis import KinesisStreamReader
 
     with pytest.raises(KinesisError, match="not found"):
-        KinesisStreamReader({**kinesis, "stream": "no-such-stream"}).initialOffset()
+        KinesisStreamReader({**moto_kinesis, "stream": "no-such-stream"}).initialOffset()

@@ -84,3 +84,43 @@ def test_a_command_logs_to_stderr_and_keeps_stdout_for_its_result(tmp_path, caps
     assert captured.out == ""
     assert "  1/2 date=2026-11-20: compacted" in captured.err and "noise" not in captured.err
     assert "warning: slow broker" in captured.err
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["checkpoint", "repair", "--pipeline", "p.yaml", "--apply", "--force"],
+     {"action": "repair", "pipeline": "p.yaml", "apply": True, "force": True}),
+    (["checkpoint", "verify", "--pipeline", "p.yaml", "--backup", "000000000007-x"],
+     {"action": "verify", "backup": "000000000007-x"}),
+    (["dead-letters", "show", "--pipeline", "p.yaml", "--reason", "type_mismatch"],
+     {"action": "show", "reason": "type_mismatch", "limit": 20}),
+    (["schema", "infer", "--pipeline", "p.yaml", "--sample", "5"], {"action": "infer", "sample": 5}),
+    (["dev", "up", "--spark-workers", "2"], {"action": "up", "spark_workers": 2, "iceberg_catalog": "sql"}),
+    (["dev", "class-archive", "--force"], {"action": "class-archive", "force": True})])
+def test_actions_keep_their_spelling_and_take_their_own_flags(argv, expected):
+    args = vars(build_parser().parse_args(argv))
+    assert {key: args[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["checkpoint", "backup", "--pipeline", "p.yaml", "--apply"], "--apply"),
+    (["checkpoint", "list", "--pipeline", "p.yaml", "--backup", "x"], "--backup"),
+    (["dead-letters", "show", "--pipeline", "p.yaml", "--apply"], "--apply"),
+    (["schema", "diff", "--pipeline", "p.yaml", "--sample", "5"], "--sample"),
+    (["dev", "down", "--spark-workers", "2"], "--spark-workers")])
+def test_a_flag_given_to_another_action_fails_with_usage_naming_it(argv, flag, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == ExitCode.USAGE
+    assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+def test_action_help_lists_only_its_own_flags(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["checkpoint", "repair", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "--apply" in text and "--force" in text and "--backup" not in text
+    with pytest.raises(SystemExit):
+        main(["checkpoint", "--help"])
+    listing = capsys.readouterr().out
+    assert all(f"\n    {action} " in listing for action in ("backup", "verify", "restore", "repair", "list")), listing

@@ -1,5 +1,5 @@
 """Metrics from run events (ingest.metrics) and maintenance figures (maintenance.metrics), scraped and parsed with
-prometheus_client's own parser; the JSON log format (lakeline.logs, ingest.events.JsonLogLines)."""
+prometheus_client's own parser; the JSON log format (ingest.events.json_log_line, for log records and run events)."""
 
 from __future__ import annotations
 
