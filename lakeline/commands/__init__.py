@@ -4,7 +4,17 @@
 def actions(parser):
     """`<command> ACTION [flags]`: each action a subparser of its own with only the flags it takes (a flag given to
     another action fails with exit 2, naming it); `args.action` names the action."""
-    return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    subparsers = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    plain_error = parser.error
+
+    def error(message: str):
+        # The spelling before subcommands allowed flags ahead of the action (`checkpoint --pipeline F backup`).
+        if message.startswith("argument ACTION: invalid choice"):
+            message += f"; the action comes first, then its flags: {parser.prog} ACTION [flags]"
+        plain_error(message)
+
+    parser.error = error
+    return subparsers
 
 
 def pipeline_arg(parser) -> None:

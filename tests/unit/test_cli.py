@@ -114,6 +114,13 @@ def test_a_flag_given_to_another_action_fails_with_usage_naming_it(argv, flag, c
     assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
 
 
+def test_flags_before_the_action_fail_saying_the_action_comes_first(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["checkpoint", "--pipeline", "p.yaml", "backup"])
+    assert done.value.code == ExitCode.USAGE
+    assert "the action comes first, then its flags: lakeline checkpoint ACTION [flags]" in capsys.readouterr().err
+
+
 def test_action_help_lists_only_its_own_flags(capsys):
     with pytest.raises(SystemExit) as done:
         main(["checkpoint", "repair", "--help"])
