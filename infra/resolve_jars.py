@@ -111,8 +111,9 @@ def _compile_jar(source_dir: Path, classpath: list[str], target: Path, stamp: Pa
     print(f"[setup] jars/{kind}: built {target.name} ({what})")
 
 
-def _module_digest(settings: Path) -> str:
+def _module_digest(settings: Path, pyspark_jars: Path) -> str:
     digest = hashlib.sha256(settings.read_bytes())
+    digest.update("\n".join(sorted(os.listdir(pyspark_jars))).encode())  # a new pyspark: build and test again
     for path in sorted([JVM_MODULE / "pom.xml", *(p for p in (JVM_MODULE / "src").rglob("*") if p.is_file())]):
         digest.update(path.relative_to(JVM_MODULE).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -125,7 +126,18 @@ def failed_tests(maven_output: str) -> list[str]:
     return list(dict.fromkeys(named))
 
 
-def build_spark_runtime(spark_dir: Path) -> None:
+def link_pyspark_jars(python: str) -> Path:
+    """.lakeline/pyspark-jars -> the venv's pyspark jars: where jvm/pom.xml finds Spark's jars when run by hand."""
+    jars, link = _pyspark_jars(python), REPO_ROOT / ".lakeline" / "pyspark-jars"
+    if not (link.is_symlink() and link.resolve() == jars.resolve()):
+        partial = link.with_name(link.name + ".partial")
+        partial.unlink(missing_ok=True)
+        partial.symlink_to(jars, target_is_directory=True)
+        partial.replace(link)
+    return jars
+
+
+def build_spark_runtime(spark_dir: Path, pyspark_jars: Path) -> None:
     """Build and test Lakeline's JVM module (jvm/, see jvm/README.md): the conditional-put and fencing Delta LogStore,
     the direct-PUT checkpoint file manager for S3, the fencing Iceberg catalog, the strict one-pass JSON record
     decoder, the fixed-instant function and the SIGTERM hand-over to the Python driver, into
@@ -134,13 +146,13 @@ def build_spark_runtime(spark_dir: Path) -> None:
     target, stamp = spark_dir / SPARK_RUNTIME_JAR, spark_dir / ".runtime-stamp"
     for retired in _RETIRED_JARS:  # Spark loads every jar of the folder: an old copy would shadow the new classes
         (spark_dir / retired).unlink(missing_ok=True)
-    digest = _module_digest(settings)
+    digest = _module_digest(settings, pyspark_jars)
     if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
         print(f"[setup] jars/spark: {target.name} up to date")
         return
     print("[setup] jars/spark: building jvm/ (mvn package, JUnit tests included)...", flush=True)
-    result = subprocess.run(["mvn", "-B", "-q", "-s", str(settings), "-f", str(JVM_MODULE / "pom.xml"), "package"],
-                            capture_output=True, text=True)
+    result = subprocess.run(["mvn", "-B", "-q", "-s", str(settings), "-f", str(JVM_MODULE / "pom.xml"),
+                             f"-Dpyspark.jars={pyspark_jars}", "package"], capture_output=True, text=True)
     if result.returncode != 0:
         tests = failed_tests(result.stdout)
         if tests:
@@ -178,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     for kind in args.kind or KINDS:
         resolve(kind, REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
         if kind == "spark":
-            build_spark_runtime(REPO_ROOT / ".lakeline" / "jars" / kind)
+            build_spark_runtime(REPO_ROOT / ".lakeline" / "jars" / kind, link_pyspark_jars(args.python))
         if kind == "iceberg-rest":
             build_rest_launcher(REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
 
