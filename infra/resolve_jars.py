@@ -72,8 +72,9 @@ def resolve(kind: str, target: Path, python: str) -> None:
     print(f"[setup] jars/{kind}: {len(list(target.glob('*.jar')))} jars in {target}")
 
 
-LOGSTORE_SOURCE = REPO_ROOT / "infra" / "logstore"
-LOGSTORE_JAR = "lakeline-delta-logstore.jar"
+JVM_MODULE = REPO_ROOT / "jvm"
+SPARK_RUNTIME_JAR = "lakeline-spark-runtime.jar"
+_RETIRED_JARS = ("lakeline-delta-logstore.jar", ".logstore-stamp")  # the jar's name before jvm/ was a Maven module
 
 
 def _pyspark_jars(python: str) -> Path:
@@ -110,17 +111,61 @@ def _compile_jar(source_dir: Path, classpath: list[str], target: Path, stamp: Pa
     print(f"[setup] jars/{kind}: built {target.name} ({what})")
 
 
-def build_logstore(spark_dir: Path, python: str) -> None:
-    """Compile Lakeline's JVM classes (infra/logstore, see ARCHITECTURE.md): the multi-driver-safe and fencing Delta
-    LogStore, direct-PUT checkpoint file manager for S3, the fencing Iceberg catalog, the strict one-pass JSON
-    record decoder, the fixed-instant function (the batch time without a literal in generated code) and the SIGTERM
-    hand-over to the Python driver, into <spark jars>/lakeline-delta-logstore.jar, against the resolved
-    Spark/Delta/Iceberg/Hadoop jars."""
-    classpath = [str(p) for p in spark_dir.glob("*.jar") if p.name != LOGSTORE_JAR]
-    _compile_jar(LOGSTORE_SOURCE, classpath + [os.path.join(_pyspark_jars(python), "*")], spark_dir / LOGSTORE_JAR,
-                 spark_dir / ".logstore-stamp", "spark",
-                 "conditional-put and fencing Delta LogStore, fencing Iceberg catalog, checkpoint file manager for "
-                 "s3a://, record decoder, fixed-instant function, stop signal")
+def _module_digest(settings: Path, pyspark_jars: Path) -> str:
+    digest = hashlib.sha256(settings.read_bytes())
+    digest.update("\n".join(sorted(os.listdir(pyspark_jars))).encode())  # a new pyspark: build and test again
+    for path in sorted([JVM_MODULE / "pom.xml", *(p for p in (JVM_MODULE / "src").rglob("*") if p.is_file())]):
+        digest.update(path.relative_to(JVM_MODULE).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def failed_tests(maven_output: str) -> list[str]:
+    """The JUnit tests Surefire names under 'Failures:' / 'Errors:' in Maven's output, e.g. 'RecordDecoderTest.x:42'."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", maven_output)
+    named = re.findall(r"^\[ERROR\]\s{2,}(?:Run \d+: )?([\w$]+(?:Test|Tests)\.[\w$]+[^\s]*)", plain, re.MULTILINE)
+    return list(dict.fromkeys(named))
+
+
+def link_pyspark_jars(python: str) -> Path:
+    """.lakeline/pyspark-jars -> the venv's pyspark jars: where jvm/pom.xml finds Spark's jars when run by hand."""
+    jars, link = _pyspark_jars(python), REPO_ROOT / ".lakeline" / "pyspark-jars"
+    if not (link.is_symlink() and link.resolve() == jars.resolve()):
+        partial = link.with_name(link.name + ".partial")
+        partial.unlink(missing_ok=True)
+        partial.symlink_to(jars, target_is_directory=True)
+        partial.replace(link)
+    return jars
+
+
+def build_spark_runtime(spark_dir: Path, pyspark_jars: Path) -> None:
+    """Build and test Lakeline's JVM module (jvm/, see jvm/README.md): the conditional-put and fencing Delta LogStore,
+    the direct-PUT checkpoint file manager for S3, the fencing Iceberg catalog, the strict one-pass JSON record
+    decoder, the fixed-instant function and the SIGTERM hand-over to the Python driver, into
+    <spark jars>/lakeline-spark-runtime.jar. Skipped when jvm/ has not changed since the last build."""
+    settings = Path(os.environ.get("LAKELINE_MAVEN_SETTINGS", str(MAVEN_DIR / "settings.xml")))
+    target, stamp = spark_dir / SPARK_RUNTIME_JAR, spark_dir / ".runtime-stamp"
+    for retired in _RETIRED_JARS:  # Spark loads every jar of the folder: an old copy would shadow the new classes
+        (spark_dir / retired).unlink(missing_ok=True)
+    digest = _module_digest(settings, pyspark_jars)
+    if target.is_file() and stamp.is_file() and stamp.read_text() == digest:
+        print(f"[setup] jars/spark: {target.name} up to date")
+        return
+    print("[setup] jars/spark: building jvm/ (mvn package, JUnit tests included)...", flush=True)
+    result = subprocess.run(["mvn", "-B", "-q", "-s", str(settings), "-f", str(JVM_MODULE / "pom.xml"),
+                             f"-Dpyspark.jars={pyspark_jars}", "package"], capture_output=True, text=True)
+    if result.returncode != 0:
+        tests = failed_tests(result.stdout)
+        if tests:
+            sys.exit("[setup] JUnit tests of jvm/ failed: " + ", ".join(tests)
+                     + "\n[setup] see them with: mvn -f jvm/pom.xml verify")
+        errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:15]
+        sys.exit("[setup] could not build jvm/ (mvn -f jvm/pom.xml package):\n" + "\n".join(errors))
+    partial = target.with_suffix(".partial")
+    shutil.copyfile(JVM_MODULE / "target" / SPARK_RUNTIME_JAR, partial)
+    partial.replace(target)  # a new file, never a write into one hard-linked from another checkout
+    stamp.unlink(missing_ok=True)
+    stamp.write_text(digest)
+    print(f"[setup] jars/spark: built {target.name} (JUnit tests passed)")
 
 
 REST_LAUNCHER_SOURCE = REPO_ROOT / "infra" / "iceberg-rest"
@@ -145,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     for kind in args.kind or KINDS:
         resolve(kind, REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
         if kind == "spark":
-            build_logstore(REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
+            build_spark_runtime(REPO_ROOT / ".lakeline" / "jars" / kind, link_pyspark_jars(args.python))
         if kind == "iceberg-rest":
             build_rest_launcher(REPO_ROOT / ".lakeline" / "jars" / kind, args.python)
 

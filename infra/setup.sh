@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Lakeline set-up: idempotent, fast when everything is already in place.
 #   1. checks python3 (3.11/3.12), java 17+, mvn — installs Java/Maven from Debian's packages if missing and root
-#   2. creates .venv/ and installs the locked Python dependencies (infra/requirements.lock) + this repo (editable)
-#   3. resolves the pinned JVM jars (infra/maven/*/pom.xml) into .lakeline/jars/
+#   2. creates .venv/ and installs the locked Python dependencies (infra/requirements.lock) + this repo (editable),
+#      pyspark from a wheel built once per version into the wheelhouse (LAKELINE_WHEELHOUSE)
+#   3. resolves the pinned JVM jars (infra/maven/*/pom.xml) into .lakeline/jars/ and builds and tests Lakeline's JVM
+#      module (jvm/) into .lakeline/jars/spark/lakeline-spark-runtime.jar
 #   4. packs the Python packages cluster executors need (.lakeline/executor-env/) and makes the JVM class archive
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 PY=${LAKELINE_PYTHON:-python3}
 UV_VERSION=0.13.9
+# pyspark is published as an sdist only: every new venv would build (and uv cache) its 1.4 GB wheel again.
+WHEELHOUSE=${LAKELINE_WHEELHOUSE:-$HOME/.cache/lakeline/wheels}
 
 log() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -35,8 +39,16 @@ if [ -x .venv/bin/python ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$LOCK_HA
 else
   [ -x .venv/bin/python ] || { log "venv: creating .venv"; "$PY" -m venv .venv; }
   .venv/bin/python -m pip install -q "uv==$UV_VERSION"
+  PYSPARK_VERSION=$(sed -n 's/^pyspark==\([^ ;]*\).*/\1/p' infra/requirements.lock)
+  if ! compgen -G "$WHEELHOUSE/pyspark-$PYSPARK_VERSION-*.whl" >/dev/null; then
+    log "wheelhouse: building pyspark $PYSPARK_VERSION's wheel once, into $WHEELHOUSE (a few minutes)"
+    mkdir -p "$WHEELHOUSE"
+    building=$(mktemp -d "$WHEELHOUSE/.building.XXXXXX")
+    .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir "pyspark==$PYSPARK_VERSION" -w "$building"
+    mv "$building"/pyspark-*.whl "$WHEELHOUSE"/ && rmdir "$building"  # whole wheels only, if interrupted
+  fi
   log "venv: installing locked dependencies (first run takes a few minutes)"
-  .venv/bin/uv pip install -q --python .venv/bin/python -r infra/requirements.lock
+  .venv/bin/uv pip install -q --python .venv/bin/python --find-links "$WHEELHOUSE" -r infra/requirements.lock
   .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   echo "$LOCK_HASH" > "$STAMP"
   log "venv: ready"

@@ -20,11 +20,10 @@ if TYPE_CHECKING:
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
 _LOG4J2_JSON = _LOG4J2.with_name("spark-log4j2-json.properties")  # layered over _LOG4J2 by --log-format json
-# Lakeline's own JVM classes, built by infra/setup.sh from infra/logstore/ (the jar keeps its first name). Delta
-# commits on S3 with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write
-# one table (ARCHITECTURE.md, "Maintenance beside live streams"); and the strict one-pass record decoder
-# (ingest.transforms).
-DELTA_S3_LOGSTORE_JAR = "lakeline-delta-logstore.jar"
+# Lakeline's own JVM classes, built and tested by infra/setup.sh from the Maven module jvm/. Delta commits on S3
+# with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write one table
+# (ARCHITECTURE.md, "Maintenance beside live streams"); and the strict one-pass record decoder (ingest.transforms).
+SPARK_RUNTIME_JAR = "lakeline-spark-runtime.jar"
 DELTA_S3_LOGSTORE = "io.lakeline.delta.S3ConditionalPutLogStore"
 # From the same jar: Spark's checkpoint entries (offsets/N, commits/N) and Delta's N.crc written on s3a:// as one
 # direct (conditional) PUT each instead of write-temp-then-rename, which S3 runs as copy + delete.
@@ -110,7 +109,7 @@ def spark_jars(settings: Settings) -> list[str]:
 
     folder = Path(settings.spark_jars_dir) if settings.spark_jars_dir else jars_dir("spark")
     jars = sorted(str(p) for p in folder.glob("*.jar"))
-    needed = ("delta-spark", "iceberg-spark-runtime", DELTA_S3_LOGSTORE_JAR)
+    needed = ("delta-spark", "iceberg-spark-runtime", SPARK_RUNTIME_JAR)
     if not all(any(name in j for j in jars) for name in needed):
         raise ConfigError(f"Spark connector jars are missing in {folder}: run `bash infra/setup.sh` "
                           f"(or set LAKELINE_SPARK_JARS_DIR to a folder holding them).")

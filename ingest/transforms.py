@@ -150,7 +150,7 @@ def kinesis_coordinates(kinesis_df: DataFrame) -> DataFrame:
     )
 
 
-# Lakeline's record decoder (infra/logstore/io/lakeline/spark/RecordDecoder.java, built into the Lakeline jar by
+# Lakeline's record decoder (jvm/src/main/java/io/lakeline/spark/RecordDecoder.java, built into the Lakeline jar by
 # infra/setup.sh): one strict JSON pass per record that types, checks and classifies it.
 RECORD_DECODER = "io.lakeline.spark.RecordDecoder"
 

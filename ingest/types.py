@@ -15,7 +15,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, Dat
                                DoubleType, FloatType, IntegerType, LongType, MapType, ShortType, StringType,
                                StructField, StructType, TimestampNTZType, TimestampType)
 
-# Metadata keys the record decoder (infra/logstore/io/lakeline/spark/RecordDecoder.java) reads from a field.
+# Metadata keys the record decoder (jvm/src/main/java/io/lakeline/spark/RecordDecoder.java) reads from a field.
 JSON_TEXT = "lakeline_json"          # a `json` field: any JSON value, kept as its JSON text
 JSON_NAME = "lakeline_json_name"     # the JSON key, when it differs from the column name
 REQUIRED = "lakeline_required"       # a top-level `required: true`

@@ -96,7 +96,7 @@ def test_task_launcher_command_lines(launcher, expect):
         assert command[command.index("--master") + 1] == "spark://m:7077"
         assert command[-4].endswith("lakeline/__main__.py")
         # the driver JVM spark-submit starts has the connector jars from the start
-        assert "lakeline-delta-logstore.jar" in command[command.index("--driver-class-path") + 1]
+        assert "lakeline-spark-runtime.jar" in command[command.index("--driver-class-path") + 1]
 
 
 def test_spark_submit_launcher_needs_a_master():

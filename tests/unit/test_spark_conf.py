@@ -8,7 +8,7 @@ from ingest.spark import jdbc_uri, spark_conf
 @pytest.fixture
 def jars(tmp_path):
     for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar",
-                 "lakeline-delta-logstore.jar"):
+                 "lakeline-spark-runtime.jar"):
         (tmp_path / name).write_bytes(b"")
     return tmp_path
 
@@ -83,7 +83,7 @@ def test_delta_on_s3_commits_with_conditional_put(jars):
     assert conf["spark.delta.logStore.s3a.impl"] == "io.lakeline.delta.S3ConditionalPutLogStore"
     assert conf["spark.delta.logStore.s3.impl"] == "io.lakeline.delta.S3ConditionalPutLogStore"
     assert conf["spark.hadoop.fs.s3a.create.conditional.enabled"] == "true"
-    assert "lakeline-delta-logstore.jar" in conf["spark.driver.extraClassPath"]
+    assert "lakeline-spark-runtime.jar" in conf["spark.driver.extraClassPath"]
 
 
 def test_checkpoint_entries_are_written_without_rename(jars):
