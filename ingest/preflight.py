@@ -64,7 +64,6 @@ def schema_refused(config: "PipelineConfig", display_name: str, refusals: list[s
 
 
 def table_display_name(config: "PipelineConfig", settings: "Settings") -> str:
-
     return f"{config.sink.format}:{format_for(config.sink.format).ref(config, settings)}"
 
 
@@ -72,7 +71,6 @@ def existing_table_schema(config: "PipelineConfig", settings: "Settings") -> "St
     """The main table's schema in Spark's types, None when there is no table yet (or it cannot be read without
     Spark, e.g. a JDBC catalog: the start then checks it after opening the table, as it always has). Raises
     LakelineError when the catalog or S3 does not answer."""
-
     ref = format_for(config.sink.format).ref(config, settings)
     if config.sink.format == "iceberg":
         return _iceberg_schema(ref, settings)
@@ -81,7 +79,6 @@ def existing_table_schema(config: "PipelineConfig", settings: "Settings") -> "St
 
 def _iceberg_schema(identifier: str, settings: "Settings") -> "StructType | None":
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-
 
     uri = settings.iceberg_catalog_uri or ""
     if not uri or uri.startswith("jdbc:"):
@@ -104,7 +101,6 @@ def _iceberg_schema(identifier: str, settings: "Settings") -> "StructType | None
 
 
 def _delta_schema(location: str, settings: "Settings") -> "StructType | None":
-
     if location.startswith(("s3a://", "s3://", "s3n://")):
         _check_bucket_answers(location, settings)
     from deltalake import DeltaTable
@@ -126,7 +122,6 @@ def _check_bucket_answers(location: str, settings: "Settings") -> None:
     allow writing objects and still refuse HeadBucket."""
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
-
 
     bucket, _ = split_s3_uri(location)
     where = settings.s3_endpoint or "AWS S3"
