@@ -33,7 +33,7 @@ def _quick(modules: list[str], tmp_path: Path) -> tuple[list[dict], str]:
 
 # Heavy (CI runs it), ~5 min (307 s, 2026-11-25): the drain peers (every system, Flink's once installed), the Delta
 # latency peers, compaction and a Kinesis drain.
-@pytest.mark.heavy
+@pytest.mark.soak  # ~8 min on a slow day; the benchmarks themselves run by hand
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_of_every_peer_system_are_exact(stack_env, tmp_path):
     from bench.latency import FLINK_PYTHON
@@ -54,9 +54,8 @@ def test_quick_benchmarks_of_every_peer_system_are_exact(stack_env, tmp_path):
     assert all(r["exact"] for r in results), results
 
 
-# Heavy (CI runs it), ~5.5 min (328 s, 2026-11-25): recovery (kill -9, restart, warm standby, delta-rs), the
-# Iceberg latency peers, the Kafka drain and many pipelines. CI ran default + heavy in 58 min without it.
-@pytest.mark.heavy
+# Recovery (kill -9, restart, warm standby, delta-rs), the Iceberg latency peers, the Kafka drain and many pipelines.
+@pytest.mark.soak  # ~9 min on a slow day
 @pytest.mark.timeout(1500)
 def test_quick_benchmarks_of_recovery_iceberg_latency_and_many_pipelines_are_exact(stack_env, tmp_path):
     from bench.latency import FLINK_PYTHON

@@ -21,7 +21,7 @@ from tests.helpers import pipeline_dict, write_pipeline
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])  # the Iceberg variant: soak
 def test_backup_while_running_then_restore_is_exact(fmt, conf_dir, settings, spark):
     data = pipeline_dict(fmt)
     data["source"]["max_offsets_per_trigger"] = 500

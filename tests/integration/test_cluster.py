@@ -92,10 +92,10 @@ def _executors(cluster: spark_cluster.Cluster) -> list[psutil.Process]:
     return found
 
 
-# Kafka into Delta and Kinesis into Iceberg in CI's heavy tier; the other two pairs (about 2.5 min) in the soak run.
+# Kafka into Delta in CI's heavy tier; the other three pairs (about 1.5 min each) in the soak run.
 @pytest.mark.parametrize("kind, fmt", [("kafka", "delta"), pytest.param("kafka", "iceberg", marks=pytest.mark.soak),
                                        pytest.param("kinesis", "delta", marks=pytest.mark.soak),
-                                       ("kinesis", "iceberg")])
+                                       pytest.param("kinesis", "iceberg", marks=pytest.mark.soak)])
 def test_steady_run_on_the_cluster_is_exact(kind, fmt, cluster, conf_dir, settings, spark, tmp_path):
     data = pipeline_dict(fmt)
     data["source"]["max_offsets_per_trigger"] = 4000
@@ -180,6 +180,7 @@ def _python_workers(cluster: spark_cluster.Cluster) -> list[tuple[str, str, str]
     return found
 
 
+@pytest.mark.soak  # ~8.5 min on a slow day
 def test_executor_worker_and_driver_killed_mid_stream_stay_exact(conf_dir, settings, spark, tmp_path,
                                                                  tmp_path_factory, stack_env):
     """One stream while a producer writes 300 events/s: kill -9 an executor, then a whole worker (its executors

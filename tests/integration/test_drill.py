@@ -57,7 +57,7 @@ def _assert_drill(drill, report, scenarios, spark):
 
 # The Iceberg kill drill in the heavy tier (CI runs it); kill -9 itself is in the default run's exactly-once tests.
 @pytest.mark.parametrize("fmt,scenarios", [("delta", ["corrupt-checkpoint"]),
-                                           pytest.param("iceberg", ["kill"], marks=pytest.mark.heavy)])
+                                           pytest.param("iceberg", ["kill"], marks=pytest.mark.soak)])
 def test_drill_scenarios_pass_and_clean_up(fmt, scenarios, conf_dir, settings, spark, tmp_path):
     drill = _drill(fmt, conf_dir, settings, spark, tmp_path)
     _assert_drill(drill, drill.run(scenarios), scenarios, spark)

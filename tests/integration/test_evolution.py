@@ -148,9 +148,9 @@ def test_add_mode_adds_top_level_and_nested_columns_while_the_stream_runs(fmt, c
     assert "points" in letter["_error_detail"] and "promo" in letter["_error_detail"]
 
 
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
-@pytest.mark.parametrize("point", ["after-schema-evolve", pytest.param("after-dlq-commit", marks=pytest.mark.heavy),
-                                   pytest.param("after-table-commit", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
+@pytest.mark.parametrize("point", ["after-schema-evolve", pytest.param("after-dlq-commit", marks=pytest.mark.soak),
+                                   pytest.param("after-table-commit", marks=pytest.mark.soak)])
 def test_add_mode_is_exact_across_a_kill_at_each_point_of_an_evolution(fmt, point, conf_dir, settings, spark,
                                                                       tmp_path):
     """kill -9 in the evolving batch: after the schema commit (columns there, data not), after its dead letters,

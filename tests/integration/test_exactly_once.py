@@ -54,7 +54,7 @@ def test_steady_run_with_bad_records_is_exact(fmt, conf_dir, settings, spark):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_steady_run_100k_is_exact(fmt, conf_dir, settings, spark):
     _steady_run(fmt, 100_000, conf_dir, settings, spark, max_offsets=25_000)
 
@@ -205,7 +205,7 @@ def test_stop_signal_stops_cleanly_with_exit_0(target, sig, conf_dir, settings, 
 
 
 # Iceberg in the heavy tier (CI runs it): the default run stays near 25 minutes.
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, conf_dir, settings, spark):
     """SIGKILL exactly after the dead-letter commit, then exactly after the table commit (before Spark writes
     commits/N): each restart replays the batch without writing anything twice."""
@@ -235,7 +235,7 @@ def test_crash_between_the_two_commits_and_between_commit_and_checkpoint(fmt, co
 
 
 # Iceberg in the heavy tier. Costs about 100 s per format (four driver processes).
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_one_pass_batch_killed_between_its_main_and_dead_letter_commits(fmt, conf_dir, settings, spark):
     """A batch that does not follow one with dead letters is written in one pass: the main table first (its
     commit record has no counts), then the dead letters when the write saw any. SIGKILL between the

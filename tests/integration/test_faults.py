@@ -40,7 +40,7 @@ FAULTS = {
 @pytest.mark.parametrize(("fault", "fmt"), [
     ("s3-unreachable-30s", "delta"),
     pytest.param("s3-unreachable-10s", "delta", marks=pytest.mark.soak),
-    ("s3-unreachable-30s", "iceberg"),
+    pytest.param("s3-unreachable-30s", "iceberg", marks=pytest.mark.soak),
     pytest.param("s3-unreachable-5min", "delta", marks=pytest.mark.soak),
     pytest.param("s3-unreachable-5min", "iceberg", marks=pytest.mark.soak),
     pytest.param("s3-resets-30s", "iceberg", marks=pytest.mark.soak),
@@ -116,7 +116,7 @@ def _landed(stream) -> int:
 
 
 # Both formats in CI's heavy tier (about 2.5 min each: a broker of its own, a driver, a drain run).
-@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_the_broker_stopped_and_restarted_under_a_live_stream_ends_exact(fmt, conf_dir, settings, spark, tmp_path):
     """A broker of the test's own (so the session's other tests keep theirs): SIGTERM it under a running stream,
     keep it down 30 s, start it again on the same ports with its data, and produce more."""

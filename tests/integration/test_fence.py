@@ -169,7 +169,7 @@ def test_iceberg_fence_cannot_be_lowered(conf_dir, settings, spark):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_two_hosts_one_driver_and_a_paused_driver_cannot_commit_after_takeover(fmt, conf_dir, settings, spark,
                                                                               tmp_path):
     """Host A runs the pipeline; a plain driver on host B is refused; a standby on B waits. A is paused with

@@ -48,7 +48,7 @@ def _assert_exact(report, produced_total, bad_total):
     assert report.ranges_contiguous and report.ranges_non_overlapping, report.range_problems
 
 
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])  # the Iceberg variant: soak
 def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings, spark):
     _, config = _kinesis_pipeline(conf_dir, fmt, include_key="string")
     produced = produce(config, settings, 6000, bad_ratio=0.01, seed=7, partitions=3)
@@ -78,7 +78,7 @@ def test_kinesis_steady_run_with_several_shards_is_exact(fmt, conf_dir, settings
     assert behind.lag_records == 40 and behind.lag_exact and behind.ok  # a fresh commit: within max_staleness
 
 
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])  # heavy: CI runs it
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])  # the Iceberg variant: soak
 def test_kinesis_lost_checkpoint_resumes_from_table_offsets(fmt, conf_dir, settings, spark):
     _, config = _kinesis_pipeline(conf_dir, fmt)
     first = produce(config, settings, 3000, bad_ratio=0.01, seed=1, partitions=2)

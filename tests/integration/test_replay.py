@@ -25,7 +25,7 @@ def _order(i: int, **extra) -> dict:
     return {k: v for k, v in event.items() if v is not None}
 
 
-@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.heavy)])
+@pytest.mark.parametrize("fmt", ["delta", pytest.param("iceberg", marks=pytest.mark.soak)])
 def test_replay_after_a_schema_fix_twice_beside_a_running_stream_is_exact(fmt, conf_dir, settings, spark, tmp_path):
     data = pipeline_dict(fmt)
     path = write_pipeline(conf_dir, data)
