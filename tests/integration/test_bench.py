@@ -91,7 +91,7 @@ def test_decode_benchmark_runs_every_variant(tmp_path):
     assert all(float(f[f.index("median") + 1]) > 0 for f in figures if "median" in f), done.stdout
 
 
-@pytest.mark.heavy  # ~60 s: one Spark driver, 5 x 12 small commits (CI runs it)
+@pytest.mark.soak  # ~100 s on a slow day: one Spark driver, 5 x 12 small commits
 def test_commit_cost_benchmark_measures_each_variant(stack_env, tmp_path):
     done = subprocess.run([sys.executable, "-m", "bench.commit_cost", "--commits", "12", "--iceberg-history", "0", "50",
                            "--no-write"],

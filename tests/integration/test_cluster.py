@@ -30,7 +30,7 @@ from ingest.reconcile import reconcile
 from tests.helpers import (assert_exact, events_of, lakeline_json, load_dag, pipeline_dict, producing, wait_for,
                            write_pipeline)
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.soak]  # soak: does not fit CI on a slow day
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 

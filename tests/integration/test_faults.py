@@ -24,7 +24,7 @@ from ingest.produce import produce
 from ingest.reconcile import reconcile
 from tests.helpers import Produced, assert_exact, events_of, pipeline_dict, producing, wait_for, write_pipeline
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.soak]  # soak: does not fit CI on a slow day
 
 # (mode, seconds the fault lasts, latency per chunk)
 FAULTS = {

@@ -49,6 +49,7 @@ def run(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Com
                           timeout=timeout)
 
 
+@pytest.mark.soak  # a secured broker, two pipelines and the DAGs, per protocol: several minutes each
 def test_pipelines_over_a_secured_broker_are_exact_and_leak_no_secret(secured, tmp_path, airflow_db, monkeypatch):
     mode, info, env, state = secured
     conf = tmp_path / "conf" / "pipelines"  # where the DAG files look (LAKELINE_CONF_DIR/pipelines)

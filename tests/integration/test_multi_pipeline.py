@@ -21,7 +21,7 @@ from ingest.produce import produce
 from ingest.reconcile import reconcile
 from tests.helpers import events_of, pipeline_dict, wait_for, write_pipeline
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.soak]  # soak: does not fit CI on a slow day
 
 
 def test_three_pipelines_in_one_application_one_broken_mid_run(conf_dir, settings, spark, tmp_path):

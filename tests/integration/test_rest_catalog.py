@@ -20,7 +20,7 @@ import yaml
 from ingest.config import load_pipeline
 from tests.helpers import lakeline_json, pipeline_dict, write_pipeline
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.soak]  # soak: does not fit CI on a slow day
 
 
 @pytest.fixture
