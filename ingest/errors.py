@@ -104,3 +104,13 @@ class SchemaChanged(LakelineError):
 class TaskFailed(LakelineError):
     """A lakeline command run by a scheduler task failed; the message carries its exit code and the end of its
     log."""
+
+
+class TableNotFound(LakelineError):
+    """A command reads a table that does not exist yet (the pipeline has not run, or the name is wrong); the message
+    names the table and what to do."""
+
+
+class ReaderLockedOut(ConfigError):
+    """A table feature would lock out (or already locks out) a reader Lakeline supports for analysts; the message
+    names the feature, the readers and the choices (ingest.compatibility)."""
