@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ingest.config import load_pipeline, parse_trigger
+from ingest.config import analyst_names, load_pipeline, parse_trigger
 from ingest.errors import ConfigError
 from ingest.settings import load_settings, parse_env_file
 from tests.helpers import pipeline_dict, write_pipeline
@@ -211,3 +211,24 @@ def test_kinesis_has_no_headers_to_include(tmp_path):
 
     message = _error_for(tmp_path, kinesis)
     assert "source.include_headers" in message
+
+
+def test_analyst_names_are_the_table_names_unless_two_pipelines_share_one(tmp_path):
+    def config(pipeline, table, fmt="delta"):
+        data = pipeline_dict(fmt)
+        data["pipeline"], data["sink"]["table"] = pipeline, table
+        return load_pipeline(write_pipeline(tmp_path, data))
+
+    names = analyst_names([config("orders_delta", "orders"), config("orders_iceberg", "orders", "iceberg"),
+                           config("clicks_in", "clicks")])
+    assert {name: (c.pipeline, table) for name, (c, table) in names.items()} == {
+        "orders_delta": ("orders_delta", "orders"),
+        "orders_delta_dead_letters": ("orders_delta", "orders_dead_letters"),
+        "orders_iceberg": ("orders_iceberg", "orders"),
+        "orders_iceberg_dead_letters": ("orders_iceberg", "orders_dead_letters"),
+        "clicks": ("clicks_in", "clicks"),
+        "clicks_dead_letters": ("clicks_in", "clicks_dead_letters"),
+    }
+    with pytest.raises(ConfigError, match="both give a table the analyst name 'orders_delta'"):
+        analyst_names([config("orders_delta", "orders"), config("orders_iceberg", "orders"),
+                       config("p3", "orders_delta")])
