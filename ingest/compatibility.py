@@ -28,21 +28,24 @@ AS_SPARK_SQL = "reads (as Spark SQL)"
 @dataclass(frozen=True)
 class Reader:
     """A reader analysts use. `delta_reader_features`: the Delta protocol reader features it opens (None: all of
-    them, Spark's own Delta). `doc`: the vendor's page, for the readers documented here rather than tested."""
+    them, Spark's own Delta). `docs`: the vendor's pages, for the readers documented here rather than tested."""
 
     key: str
     name: str
     formats: tuple[str, ...]
     how: str
     delta_reader_features: frozenset[str] | None = None
-    doc: str | None = None
+    docs: tuple[tuple[str, str], ...] = ()  # (format, the vendor's page on it)
     spark_free: bool = True
     # A reader that is Spark SQL behind a server (the SQL endpoint): its cells are Spark SQL's.
     as_spark_sql: bool = False
 
     @property
     def tested(self) -> bool:
-        return self.doc is None
+        return not self.docs
+
+    def doc(self, format_name: str) -> str | None:
+        return dict(self.docs).get(format_name)
 
 
 # What delta-rs 1.6.6 opens (its own check, checked here against tables carrying each feature): timestampNtz, not
@@ -71,9 +74,12 @@ READERS: tuple[Reader, ...] = (
     Reader("duckdb-iceberg", "DuckDB over pyiceberg", ("iceberg",),
            "duckdb 1.5.6 over pyiceberg's Arrow scan (`lakeline query`, the notebook API)"),
     Reader("trino", "Trino", ("delta", "iceberg"), "Trino's Delta Lake and Iceberg connectors",
-           doc="https://trino.io/docs/current/connector/delta-lake.html", spark_free=False),
+           docs=(("delta", "https://trino.io/docs/current/connector/delta-lake.html"),
+                 ("iceberg", "https://trino.io/docs/current/connector/iceberg.html")), spark_free=False),
     Reader("athena", "Athena", ("delta", "iceberg"), "Amazon Athena (engine version 3) over the Glue catalog",
-           doc="https://docs.aws.amazon.com/athena/latest/ug/delta-lake-tables.html", spark_free=False),
+           docs=(("delta", "https://docs.aws.amazon.com/athena/latest/ug/delta-lake-tables.html"),
+                 ("iceberg", "https://docs.aws.amazon.com/athena/latest/ug/querying-iceberg.html")),
+           spark_free=False),
 )
 
 # Other names callers use for a reader (lowercase); "duckdb" and the commands built on it pick the format's DuckDB.
@@ -214,7 +220,7 @@ def readers_table() -> str:
         cells = [feature.format, feature.name]
         for reader_ in READERS:
             value = cell(feature, reader_)
-            cells.append(f"[{value}]({reader_.doc})" if value == DOCUMENTED else value)
+            cells.append(f"[{value}]({reader_.doc(feature.format)})" if value == DOCUMENTED else value)
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -228,8 +234,12 @@ def features_table() -> str:
 
 def readers_list() -> str:
     rows = ["| reader | what it is, at the pinned versions | tested here |", "|---|---|---|"]
-    rows += [f"| {r.name} | {r.how} | {'yes' if r.tested else f'no: [vendor docs]({r.doc})'} |" for r in READERS]
+    rows += [f"| {r.name} | {r.how} | {'yes' if r.tested else 'no: ' + _links(r)} |" for r in READERS]
     return "\n".join(rows)
+
+
+def _links(reader_: Reader) -> str:
+    return ", ".join(f"[{format_name}]({url})" for format_name, url in reader_.docs)
 
 
 def render_page(page: str) -> str:
