@@ -96,7 +96,6 @@ class Feature:
     name: str
     when: str
     delta_reader_feature: str | None = None
-    opt_in: bool = False
 
 
 FEATURES: tuple[Feature, ...] = (
@@ -108,7 +107,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("delta", "timestampNtz", "a `timestamp_ntz` field in the schema", delta_reader_feature="timestampNtz"),
     Feature("delta", "typeWidening",
             "a declared widening (int to bigint, float to double, decimal precision up) of an existing column, "
-            "only with `sink.allow_features: [typeWidening]`", delta_reader_feature="typeWidening", opt_in=True),
+            "only with `sink.allow_features: [typeWidening]`", delta_reader_feature="typeWidening"),
     Feature("iceberg", "format version 2", "every table"),
     Feature("iceberg", "partition transforms", "a table partitioned by `day`, `hour`, `bucket`... of a field"),
     Feature("iceberg", "added columns", "a field the YAML adds, or `schema.evolution: add`"),
@@ -117,15 +116,8 @@ FEATURES: tuple[Feature, ...] = (
             "a declared widening (int to bigint, float to double, decimal precision up) of an existing column"),
 )
 
-# The Delta features Lakeline's tables never carry (nothing Lakeline runs turns them on); a table altered by hand
-# to carry one is checked like any other (check_readable looks at the table's own protocol).
-NEVER_TURNED_ON = ("deletionVectors", "columnMapping", "v2Checkpoint", "rowTracking", "domainMetadata",
-                   "vacuumProtocolCheck", "variantType", "clustering", "changeDataFeed", "checkConstraints",
-                   "identityColumns", "inCommitTimestamp")
-
 # The widening feature a declared widening needs, per format (Iceberg's type promotion needs none).
 WIDENING_FEATURE = {"delta": "typeWidening"}
-OPT_IN_FEATURES = ("typeWidening",)
 
 
 def find_reader(name: str, format_name: str) -> Reader:
@@ -181,8 +173,8 @@ def check_readable(display_name: str, format_name: str, features: set[str], read
     if opens(chosen, format_name, set(features)):
         return
     blocking = sorted(set(features) - (chosen.delta_reader_features or frozenset()))
-    why = ("Lakeline turned it on for a declared widening because the pipeline's `sink.allow_features` lists it"
-           if blocking == ["typeWidening"] else "Lakeline never turns it on; something else altered the table")
+    why = ("Lakeline turns it on only for a declared widening that the pipeline's `sink.allow_features` allows"
+           if blocking == ["typeWidening"] else "Lakeline never turns it on: something else altered the table")
     raise ReaderLockedOut(
         f"{display_name} carries the Delta table feature {', '.join(blocking)}, which {chosen.name} cannot read at "
         f"the pinned versions ({why}). Readers that open it: {_names(readers_of(set(features)))}. Query it through "

@@ -143,6 +143,18 @@ def delta_type_widening(root: Path) -> Fixture:
     return Fixture("delta", str(path), "items", {"e1": 2, "e2": BIG})
 
 
+def delta_protocol_only(root: Path, feature: str) -> Path:
+    """A table whose protocol lists a reader feature Lakeline never turns on (its data does not use it)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    path = root / f"protocol_{feature}"
+    write_deltalake(str(path), pa.table({"event_id": ["e1"]}))
+    _commit(path, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [feature],
+                                "writerFeatures": [feature]}})
+    return path
+
+
 def _iceberg_catalog(root: Path):
     from pyiceberg.catalog.sql import SqlCatalog
 

@@ -17,7 +17,7 @@ import pytest
 from ingest.compatibility import FEATURES, LOCKED_OUT, READERS, READS, cell
 from ingest.errors import ReaderLockedOut
 from ingest.settings import Settings
-from tests.table_features import BUILDERS, NEEDS_SPARK, Fixture
+from tests.table_features import BUILDERS, NEEDS_SPARK, Fixture, delta_protocol_only
 
 pytestmark = pytest.mark.integration
 
@@ -137,6 +137,20 @@ def test_a_spark_free_reader_reads_the_features_the_table_says_or_explains_why_n
     assert feature.delta_reader_feature in message and reader.name in message and "Spark SQL" in message
     with pytest.raises(Exception, match=feature.delta_reader_feature):
         _read_without_lakeline(reader.key, fixture)
+
+
+@pytest.mark.parametrize("feature", ["deletionVectors", "columnMapping", "v2Checkpoint", "vacuumProtocolCheck"])
+def test_delta_rs_refuses_the_reader_features_lakeline_never_turns_on_and_lakeline_explains(feature, tmp_path):
+    from deltalake import DeltaTable
+
+    from ingest.formats.delta import open_for_reader
+
+    path = str(delta_protocol_only(tmp_path, feature))
+    with pytest.raises(Exception, match=feature):
+        DeltaTable(path).to_pyarrow_dataset().to_table()
+    for reader in ("delta-rs", "duckdb-delta", "pandas", "polars"):
+        with pytest.raises(ReaderLockedOut, match=f"{feature}, which .* cannot read .*Lakeline never turns it on"):
+            open_for_reader(path, Settings(), reader)
 
 
 # Spark SQL reads each fixture once (two Delta rows share the table Lakeline creates).
