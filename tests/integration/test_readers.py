@@ -4,9 +4,9 @@ out" cell must fail through Lakeline's readers with ReaderLockedOut naming the f
 library on its own must refuse the table too (when a pinned reader learns the feature, this fails until the table
 says "reads").
 
-Measured on the 2-core machine, busy: the 40 Spark-free cells about 15 s together; the Spark SQL cells (one read per
-fixture, and the one Iceberg fixture Spark writes) about 25 s on the test process's session once Delta is warm,
-45 s when they are the first Delta reads of the session."""
+Measured on the 2-core machine, busy: the module alone 53 s, of which the stack and the Spark session about 20 s;
+the Spark-free cells about 10 s; the Spark SQL reads about 20 s (11 s of it the session's first Delta read, which
+an earlier test pays in a full run) and the Iceberg table Spark writes a few seconds."""
 
 from __future__ import annotations
 
