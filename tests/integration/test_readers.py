@@ -1,8 +1,8 @@
 """The compatibility table of docs/readers.md, cell by cell: a table carrying each feature (tests/table_features.py,
-made without Spark) opened with each tested reader. A "reads" cell must return the fixture's values; a "locked
-out" cell must fail through Lakeline's readers with ReaderLockedOut naming the feature and the reader, and the
-library on its own must refuse the table too (when a pinned reader learns the feature, this fails until the table
-says "reads").
+all but one made without Spark) opened with each tested reader. A "reads" cell must return the fixture's values; a
+"locked out" cell must fail through Lakeline's readers with ReaderLockedOut naming the feature and the reader, and
+the library on its own must refuse the table too (when a pinned reader learns the feature, this fails until the
+table says "reads").
 
 Measured on the 2-core machine, busy: the module alone 53 s, of which the stack and the Spark session about 20 s;
 the Spark-free cells about 10 s; the Spark SQL reads about 20 s (11 s of it the session's first Delta read, which
