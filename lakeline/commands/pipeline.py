@@ -15,7 +15,11 @@ from lakeline.output import output_arg, output_of
 
 
 def register(sub) -> None:
-    check = sub.add_parser("check-config", help="validate a pipeline YAML and print the resolved settings")
+    check = sub.add_parser("check-config", help="validate a pipeline YAML and print the resolved settings",
+                           description="Validates the YAML, prints the resolved settings (secrets masked) and, "
+                                       "where the table's store answers, what the next start would change in the "
+                                       "existing table, or its refusal (a narrowing; a widening that would lock a "
+                                       "supported reader out, docs/readers.md).")
     pipeline_arg(check)
     check.set_defaults(run=check_config)
 
@@ -94,9 +98,12 @@ def register(sub) -> None:
 
 
 def check_config(args) -> ExitCode:
+    from ingest.preflight import check_table
+
     config, settings = load(args)
-    print(json.dumps({"pipeline": config.model_dump(by_alias=True), "settings": settings.describe()},
-                     indent=2, default=str))
+    table = check_table(config, settings)
+    print(json.dumps({"pipeline": config.model_dump(by_alias=True), "settings": settings.describe(),
+                      "table": table}, indent=2, default=str))
     return ExitCode.OK
 
 
