@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -89,9 +90,12 @@ def _open(args):
     from ingest.settings import load_settings
     from ingest.spark import build_spark
     from maintenance.policy import load_table
+    from maintenance.presence import require_tables
 
     table = load_table(args.table, args.conf_dir)
     settings = load_settings()
+    pipeline_file = os.path.relpath((table.path.parent / table.policy.pipeline).resolve())
+    require_tables(table.pipeline, settings, pipeline_file, table.sink_table())  # before Spark starts
     interval = _interval(args)
     now = _moment(args.now, "--now") if args.now else interval[1] if interval else datetime.now(UTC)
     if args.command == "retain" and args.delete and now > datetime.now(UTC) + timedelta(minutes=5):
