@@ -95,11 +95,12 @@ def table_display_name(config: "PipelineConfig", settings: "Settings") -> str:
     return f"{config.sink.format}:{format_for(config.sink.format).ref(config, settings)}"
 
 
-def existing_table_schema(config: "PipelineConfig", settings: "Settings") -> "StructType | None":
-    """The main table's schema in Spark's types, None when there is no table yet (or it cannot be read without
-    Spark, e.g. a JDBC catalog: the start then checks it after opening the table, as it always has). Raises
-    LakelineError when the catalog or S3 does not answer."""
-    ref = format_for(config.sink.format).ref(config, settings)
+def existing_table_schema(config: "PipelineConfig", settings: "Settings",
+                          table: str | None = None) -> "StructType | None":
+    """The main table's (or the pipeline's table `table`) schema in Spark's types, None when there is no table yet
+    (or it cannot be read without Spark, e.g. a JDBC catalog: the start then checks it after opening the table, as
+    it always has). Raises LakelineError when the catalog or S3 does not answer."""
+    ref = format_for(config.sink.format).ref(config, settings, table)
     if config.sink.format == "iceberg":
         return _iceberg_schema(ref, settings)
     return _delta_schema(ref, settings)
