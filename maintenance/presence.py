@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.errors import TableNotFound
-from ingest.formats import format_for
+from ingest.formats import format_for, java_raised
 from ingest.preflight import existing_table_schema
 
 if TYPE_CHECKING:
@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from ingest.settings import Settings
 
 # Spark's error conditions for a table or path that is not there (a JDBC catalog, or a table dropped after the
-# Spark-free check): the same one line as the check gives.
-_NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE",
-              "UnresolvedRelation", "NoSuchTableException")
+# Spark-free check), and the JVM classes of a missing table: the same one line as the check gives.
+_NOT_FOUND = frozenset({"TABLE_OR_VIEW_NOT_FOUND", "PATH_NOT_FOUND", "DELTA_TABLE_NOT_FOUND",
+                        "DELTA_MISSING_DELTA_TABLE"})
+_NOT_FOUND_CLASSES = ("org.apache.spark.sql.catalyst.analysis.NoSuchTableException",
+                      "org.apache.iceberg.exceptions.NoSuchTableException")
 
 
 def table_exists(config: "PipelineConfig", settings: "Settings", table: str | None = None) -> bool | None:
@@ -66,9 +68,12 @@ def require_tables(config: "PipelineConfig", settings: "Settings", pipeline_file
 
 
 def says_not_found(exc: BaseException) -> bool:
-    """Whether a Spark error means a table or its path is not there."""
-    text = f"{getattr(exc, 'getCondition', lambda: None)() or ''} {exc}"
-    return any(marker in text for marker in _NOT_FOUND)
+    """Whether a Spark error means a table or its path is not there: by its error condition or its JVM class,
+    never by its text."""
+    condition = getattr(exc, "getCondition", None)
+    if callable(condition) and condition() in _NOT_FOUND:
+        return True
+    return java_raised(exc, *_NOT_FOUND_CLASSES)
 
 
 @contextmanager
