@@ -234,14 +234,15 @@ def beeline(settings: Settings, statements: list[str], timeout: float = 300) -> 
     if done.returncode != 0:
         raise RuntimeError(f"beeline exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
     results, current = [], []
-    for row in csv.reader(line for line in done.stdout.splitlines() if line.strip()):
-        if row == [MARKER]:
-            if current and current[-1] == (MARKER,):
-                current.pop()  # the marker's header line
-            results.append(current[1:])  # the statement's own header
-            current = []
-        else:
-            current.append(tuple(row))
+    rows = list(csv.reader(line for line in done.stdout.splitlines() if line.strip()))
+    at = 0
+    while at < len(rows):
+        if rows[at] == [MARKER] and rows[at + 1:at + 2] == [[MARKER]]:  # the marker's header and its one row
+            results.append(current[1:])  # without the statement's own header
+            current, at = [], at + 2
+            continue
+        current.append(tuple(rows[at]))
+        at += 1
     if len(results) != len(statements):
         raise RuntimeError(f"beeline answered {len(results)} of {len(statements)} statements: "
                            f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
