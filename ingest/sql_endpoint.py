@@ -256,6 +256,9 @@ def connect_session(settings: Settings):
 
     url = connect_url(settings)
     if settings.sql_endpoint_token is not None:
+        # The client sends a token over TLS only, or over local credentials to the host named `localhost`.
+        if is_loopback(client_host(settings)):
+            url = f"sc://localhost:{settings.sql_endpoint_connect_port}"
         url += f"/;token={settings.sql_endpoint_token.get_secret_value()}"
     return SparkSession.builder.remote(url).getOrCreate()
 
