@@ -250,9 +250,10 @@ def beeline(settings: Settings, statements: list[str], timeout: float = 300) -> 
 
 
 def connect_session(settings: Settings):
-    """A Spark Connect client session on the endpoint (`SparkSession.builder.remote`), with the endpoint's token
-    when one is set."""
-    from pyspark.sql import SparkSession  # the Connect client, loaded only when asked for
+    """A new Spark Connect client session on the endpoint, with the endpoint's token when one is set. The Connect
+    class itself: `pyspark.sql.SparkSession.builder.remote` refuses to run beside a classic session in the same
+    process, and switches that process's later sessions to Connect."""
+    from pyspark.sql.connect.session import SparkSession  # the Connect client, loaded only when asked for
 
     url = connect_url(settings)
     if settings.sql_endpoint_token is not None:
@@ -260,7 +261,7 @@ def connect_session(settings: Settings):
         if is_loopback(client_host(settings)):
             url = f"sc://localhost:{settings.sql_endpoint_connect_port}"
         url += f"/;token={settings.sql_endpoint_token.get_secret_value()}"
-    return SparkSession.builder.remote(url).getOrCreate()
+    return SparkSession.builder.remote(url).create()
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,9 @@ _BEELINE_TIME = re.compile(r"rows? selected \(([0-9.]+) seconds\)")
 
 def time_query(settings: Settings, sql: str, client: str) -> Timed:
     """Time `sql` through the endpoint with `client` "beeline" (a cold client process, as a BI extract job runs) or
-    "connect" (a Spark Connect session made first, then the query timed alone, as a notebook runs it)."""
+    "connect" (a Spark Connect session made first, then the query timed alone, as a notebook runs it). The endpoint
+    must be running: `infra.stack.up(sql_endpoint=True)` starts it on the local stack, and its returned record has
+    the ports for `settings` (sql_endpoint_port, sql_endpoint_connect_port)."""
     if client == "beeline":
         command = [arg for arg in beeline_command(settings, sql) if arg != "--silent=true"]
         began = time.perf_counter()
@@ -291,8 +294,11 @@ def time_query(settings: Settings, sql: str, client: str) -> Timed:
         return Timed(client, seconds, float(reported.group(1)) if reported else None, rows)
     if client == "connect":
         session = connect_session(settings)
-        began = time.perf_counter()
-        rows = [tuple(row) for row in session.sql(sql).collect()]
-        seconds = time.perf_counter() - began
+        try:
+            began = time.perf_counter()
+            rows = [tuple(row) for row in session.sql(sql).collect()]
+            seconds = time.perf_counter() - began
+        finally:
+            session.stop()
         return Timed(client, seconds, seconds, rows)
     raise ValueError(f"client {client!r}: beeline or connect")

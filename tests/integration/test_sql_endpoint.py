@@ -2,8 +2,8 @@
 Spark's Thrift server and Spark Connect) answers beeline (Hive's JDBC client) and the pyspark Spark Connect client
 with the same rows as DuckDB over delta-rs / pyiceberg and as a Spark SQL session, on nested webhook events a real
 pipeline wrote into both formats, dead letters included; a table created after the endpoint started (the Iceberg
-pipeline's first run) is served once it exists. Heavy tier: about 150 s on the 2-core box (two ingest runs, the
-endpoint's JVM start, one beeline and one Connect client process)."""
+pipeline's first run) is served once it exists. Heavy tier: 123 s measured on the 2-core box, the stack's start
+aside (two ingest runs, the endpoint's JVM start, one beeline and one Connect client process)."""
 
 from __future__ import annotations
 
