@@ -46,8 +46,8 @@ def register(sub) -> None:
                          "the client settings, secrets included, go to stack.env (mode 0600) only")
     up.add_argument("--sql-endpoint", action="store_true",
                     help="also start the SQL endpoint for BI tools (`lakeline sql-endpoint` in the background: "
-                         "HiveServer2/JDBC and Spark Connect on free 127.0.0.1 ports, written to stack.env; about "
-                         "1 GB of memory); `dev status` shows its URLs, `dev down` stops it")
+                         "HiveServer2/JDBC and Spark Connect on free 127.0.0.1 ports, written to stack.env; 1 to "
+                         "1.5 GB of memory); `dev status` shows its URLs, `dev down` stops it")
     archive.add_argument("--force", action="store_true", help="make it again even if it is up to date")
     for action in (up, down, status):
         action.add_argument("--state-dir", type=Path, help="state folder (default .lakeline in the repo, or "
