@@ -199,8 +199,12 @@ def serve(configs: "list[PipelineConfig]", settings: Settings, stop: threading.E
         on_ready(Ready(jdbc_url(settings), connect_url(settings), sorted(done.names), dict(done.waiting),
                        time.monotonic() - started, pid))
         while not stop.wait(settings.sql_endpoint_refresh_seconds):
-            if done.waiting:
+            if not done.waiting:
+                continue
+            try:
                 register(spark, wanted, done)
+            except Exception as exc:  # noqa: BLE001 - S3 or the catalog failing now: the next refresh tries again
+                log.warning(f"sql endpoint: looking for new tables failed, trying again later: {exc}")
     finally:
         if server is not None:
             server.stop()

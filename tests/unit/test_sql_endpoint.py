@@ -1,6 +1,8 @@
 """The SQL endpoint's pure parts: the views that name the tables, the servers' Spark settings, the refusal to serve
 another address without authentication, the beeline command line and the stack's record of the endpoint."""
 
+import subprocess
+
 import pytest
 from pydantic import SecretStr
 
@@ -8,7 +10,7 @@ from infra.stack import StackInfo
 from ingest.config import load_pipeline
 from ingest.errors import ConfigError
 from ingest.settings import Settings
-from ingest.sql_endpoint import (CONNECT_PLUGIN, beeline_command, check_exposure, connect_url, endpoint_conf,
+from ingest.sql_endpoint import (CONNECT_PLUGIN, beeline, beeline_command, check_exposure, connect_url, endpoint_conf,
                                  jdbc_url, registrations, server_conf)
 from tests.helpers import pipeline_dict, write_pipeline
 
@@ -101,3 +103,15 @@ def test_the_stack_writes_the_endpoint_s_ports_to_its_env_only_while_it_has_one(
     info.sql_endpoint_pid, info.sql_endpoint_port, info.sql_endpoint_connect_port = 3, 10001, 15003
     assert {k: v for k, v in info.env().items() if k.startswith("LAKELINE_SQL_ENDPOINT")} == {
         "LAKELINE_SQL_ENDPOINT_PORT": "10001", "LAKELINE_SQL_ENDPOINT_CONNECT_PORT": "15003"}
+
+
+def test_beeline_s_output_is_split_into_each_statement_s_rows(monkeypatch):
+    stdout = ("n\n3\nlakeline_statement_end\nlakeline_statement_end\n"
+              "tier,n\n,1\ngold,\"2,5\"\nlakeline_statement_end\nlakeline_statement_end\n"
+              "_error,n\nlakeline_statement_end\nlakeline_statement_end\n")
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda command, **_: ran.append(command) or
+                        subprocess.CompletedProcess(command, 0, stdout, ""))
+    rows = beeline(_settings(), ["SELECT count(*) AS n FROM t", "SELECT tier, n FROM u;", "SELECT _error FROM v"])
+    assert rows == [[("3",)], [("", "1"), ("gold", "2,5")], []]
+    assert ran[0][-1].count("SELECT 'lakeline_statement_end'") == 3 and ";;" not in ran[0][-1]
