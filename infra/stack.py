@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import json
 import shutil
+import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from infra.kafka_broker import broker_healthy, start_broker
 from infra.iceberg_rest import rest_healthy, start_rest_catalog
 from infra.moto_server import moto_healthy, start_moto
 from infra.paths import jars_dir, state_dir
-from infra.procs import ComponentError, pid_alive, stop_pid
+from infra.procs import ComponentError, free_port, marked_env, pid_alive, port_open, stop_pid, wait_until
 from infra import spark_cluster
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,10 @@ class StackInfo:
     # settings are under kafka_security_dir (0600 files); never in this record, which `dev status` prints.
     kafka_security: str = ""
     kafka_security_dir: str = ""
+    # The SQL endpoint (`up(sql_endpoint=True)`: `lakeline sql-endpoint` in the background, loopback only); 0: none.
+    sql_endpoint_pid: int = 0
+    sql_endpoint_port: int = 0
+    sql_endpoint_connect_port: int = 0
 
     def kafka_client_env(self) -> dict[str, str]:
         """The Kafka client security settings (LAKELINE_* names, secrets included) of a secured broker."""
@@ -65,6 +71,10 @@ class StackInfo:
             # The workers run on this host: executors take the jars from the same folder as the driver.
             "LAKELINE_SPARK_JARS_ON_WORKERS": "true",
         }
+        endpoint = {} if not self.sql_endpoint_pid else {
+            "LAKELINE_SQL_ENDPOINT_PORT": str(self.sql_endpoint_port),
+            "LAKELINE_SQL_ENDPOINT_CONNECT_PORT": str(self.sql_endpoint_connect_port),
+        }
         return {
             "LAKELINE_KAFKA_BOOTSTRAP_SERVERS": self.kafka_bootstrap,
             "LAKELINE_S3_ENDPOINT": self.moto_endpoint,
@@ -76,6 +86,7 @@ class StackInfo:
             "AWS_ACCESS_KEY_ID": MOTO_ACCESS_KEY,
             "AWS_SECRET_ACCESS_KEY": MOTO_SECRET_KEY,
             **cluster,
+            **endpoint,
             **self.kafka_client_env(),
         }
 
@@ -118,13 +129,15 @@ def _cluster_running(info: StackInfo) -> bool:
 
 
 def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
-       worker_memory: str = "2g", iceberg_catalog: str = "sql", kafka_security_mode: str = "") -> StackInfo:
+       worker_memory: str = "2g", iceberg_catalog: str = "sql", kafka_security_mode: str = "",
+       sql_endpoint: bool = False) -> StackInfo:
     """Start (or reuse) the local stack; returns its endpoints. With `spark_workers` > 0 it also starts a Spark
     standalone master and that many workers (`worker_cores` cores and `worker_memory` each), and the stack's
     environment points Spark at them. `iceberg_catalog` "rest" serves the Iceberg catalog through the Iceberg
     project's REST catalog server instead of the SQLite file. `kafka_security_mode` sasl_ssl or mtls starts the
     broker with a TLS listener only (SASL/SCRAM users, or client certificates), its client settings in the env
-    file. Raises ComponentError naming what failed."""
+    file. `sql_endpoint` also starts the SQL endpoint (`lakeline sql-endpoint` on 127.0.0.1, its ports in the env
+    file). Raises ComponentError naming what failed."""
     if iceberg_catalog not in ("sql", "rest"):
         raise ComponentError(f"iceberg catalog {iceberg_catalog!r}: use sql or rest")
     if kafka_security_mode and kafka_security_mode not in kafka_security.MODES:
@@ -153,6 +166,9 @@ def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
             except BaseException:
                 _stop_cluster(existing)
                 raise
+            _record(root, existing)
+        if sql_endpoint and not sql_endpoint_running(existing):
+            _start_sql_endpoint(existing)
             _record(root, existing)
         return existing
     if existing:
@@ -197,6 +213,9 @@ def up(root: Path | None = None, spark_workers: int = 0, worker_cores: int = 1,
             _stop_all(info)
             raise
     _record(root, info)
+    if sql_endpoint:
+        _start_sql_endpoint(info)  # a child `lakeline` command: it reads the stack from the env file just written
+        _record(root, info)
     return info
 
 
@@ -228,6 +247,48 @@ def _start_rest_catalog(info: StackInfo) -> None:
     log.info(f"  iceberg rest catalog ready at {rest.uri}")
 
 
+def sql_endpoint_running(info: StackInfo) -> bool:
+    return bool(info.sql_endpoint_pid) and pid_alive(info.sql_endpoint_pid, info.state) and \
+        port_open(info.sql_endpoint_port) and port_open(info.sql_endpoint_connect_port)
+
+
+def _start_sql_endpoint(info: StackInfo) -> None:
+    """Start `lakeline sql-endpoint` on free loopback ports and wait until both servers answer (the HiveServer2
+    port opens once the tables are registered)."""
+    if info.sql_endpoint_pid:
+        stop_pid(info.sql_endpoint_pid, info.state)
+    port, connect_port = free_port(), free_port()
+    log_path = Path(info.state) / "sql-endpoint.log"
+    env = {**marked_env(info.state), **info.env(), "LAKELINE_SQL_ENDPOINT_HOST": "127.0.0.1",
+           "LAKELINE_SQL_ENDPOINT_PORT": str(port), "LAKELINE_SQL_ENDPOINT_CONNECT_PORT": str(connect_port)}
+    log.info("starting the SQL endpoint (Spark Thrift server + Spark Connect, one Spark driver)...")
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "lakeline", "sql-endpoint"], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    info.sql_endpoint_pid, info.sql_endpoint_port, info.sql_endpoint_connect_port = proc.pid, port, connect_port
+    try:
+        wait_until(lambda: port_open(port) and port_open(connect_port), 300, "the SQL endpoint",
+                   alive=lambda: proc.poll() is None, log=log_path)
+    except BaseException:
+        stop_pid(proc.pid, info.state)
+        info.sql_endpoint_pid = info.sql_endpoint_port = info.sql_endpoint_connect_port = 0
+        raise
+    log.info(f"  sql endpoint ready: jdbc:hive2://127.0.0.1:{port}/default, sc://127.0.0.1:{connect_port} "
+             f"(log {log_path})")
+
+
+def stop_sql_endpoint(root: Path | None = None) -> bool:
+    """Stop the stack's SQL endpoint only; False when none ran."""
+    root = (root or state_dir()).resolve()
+    info = read_info(root)
+    if info is None or not info.sql_endpoint_pid:
+        return False
+    stopped = stop_pid(info.sql_endpoint_pid, info.state)
+    info.sql_endpoint_pid = info.sql_endpoint_port = info.sql_endpoint_connect_port = 0
+    _record(root, info)
+    return stopped
+
+
 def _stop_cluster(info: StackInfo) -> None:
     """Stop the cluster's daemons (a worker's process group holds its executors too) and forget them."""
     for pid in (*info.spark_worker_pids, info.spark_master_pid):
@@ -239,7 +300,7 @@ def _stop_cluster(info: StackInfo) -> None:
 
 def _stop_all(info: StackInfo) -> None:
     _stop_cluster(info)
-    for pid in (info.iceberg_rest_pid, info.kafka_pid, info.moto_pid):
+    for pid in (info.sql_endpoint_pid, info.iceberg_rest_pid, info.kafka_pid, info.moto_pid):
         if pid:
             stop_pid(pid, info.state)
 
@@ -266,7 +327,8 @@ def down(root: Path | None = None) -> None:
     if info is None:
         log.info("no local stack recorded; nothing to stop")
         return
-    daemons = [*((f"spark worker {i}", pid) for i, pid in enumerate(info.spark_worker_pids)),
+    daemons = [("sql endpoint", info.sql_endpoint_pid),
+               *((f"spark worker {i}", pid) for i, pid in enumerate(info.spark_worker_pids)),
                ("spark master", info.spark_master_pid), ("iceberg rest catalog", info.iceberg_rest_pid),
                ("kafka", info.kafka_pid), ("moto", info.moto_pid)]
     for name, pid in daemons:
@@ -287,4 +349,9 @@ def status(root: Path | None = None) -> dict:
     out = {"running": is_running(info), **asdict(info)}
     if info.spark_master_url:
         out["spark_workers_alive"] = spark_cluster.alive_workers(info.spark_master_ui_port)
+    if info.sql_endpoint_pid:
+        out["sql_endpoint"] = {"running": sql_endpoint_running(info),
+                               "jdbc_url": f"jdbc:hive2://127.0.0.1:{info.sql_endpoint_port}/default",
+                               "connect_url": f"sc://127.0.0.1:{info.sql_endpoint_connect_port}",
+                               "log": str(Path(info.state) / "sql-endpoint.log")}
     return out

@@ -47,7 +47,8 @@ class Settings(BaseSettings):
         "The folder for ignored runtime state (the local stack, its stack.env); default: the repo's .lakeline/. "
         "Read by infra.paths."))
     conf_dir: str | None = Field(None, description=(
-        "Where the Airflow DAG files find pipelines/ and tables/; default: the repo's conf/."))
+        "Where the Airflow DAG files and the SQL endpoint find pipelines/ (and the DAGs tables/); default: the "
+        "repo's conf/."))
     # -- Kafka
     kafka_bootstrap_servers: str | None = Field(None, description="The Kafka brokers, host:port[,host:port].")
     kafka_options: Annotated[dict[str, SecretStr], NoDecode] = Field({}, description=(
@@ -131,6 +132,16 @@ class Settings(BaseSettings):
     crash_at: str | None = Field(None, description=(
         "For tests and recovery drills only, never in production: `<point>@<batch id>` makes the driver SIGKILL "
         "itself there (points: after-schema-evolve, after-dlq-commit, after-table-commit)."))
+    # -- the SQL endpoint (`lakeline sql-endpoint`, `lakeline dev up --sql-endpoint`)
+    sql_endpoint_host: str = Field("127.0.0.1", description=(
+        "The address the SQL endpoint's two servers listen on; another than loopback needs authentication on both "
+        "(docs/sql-endpoint.md)."))
+    sql_endpoint_port: int = Field(10000, description="The SQL endpoint's HiveServer2 (JDBC/ODBC) port.")
+    sql_endpoint_connect_port: int = Field(15002, description="The SQL endpoint's Spark Connect port.")
+    sql_endpoint_token: SecretStr | None = Field(None, description=(
+        "The pre-shared token Spark Connect clients must send (spark.connect.authenticate.token)."))
+    sql_endpoint_refresh_seconds: float = Field(30.0, description=(
+        "How often the SQL endpoint registers the tables that did not exist when it started."))
     # -- observability
     pushgateway_url: str | None = Field(None, description="A Pushgateway URL maintenance commands push figures to.")
     metrics_textfile_dir: str | None = Field(None, description=(

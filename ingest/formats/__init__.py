@@ -154,6 +154,10 @@ class TableFormat(ABC):
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         """Where the pipeline's table (or its table named `table`, e.g. the dead-letter table) is."""
 
+    def spark_sql_name(self, ref: str) -> str:
+        """How a Spark SQL query names the table at `ref` (the SQL endpoint's views select from it)."""
+        return ref
+
     @abstractmethod
     def open(self, spark: "SparkSession", ref: str, schema: "StructType | None" = None,
              partitioning: "list[PartitionField] | None" = None, pipeline: str = "",

@@ -98,6 +98,9 @@ class DeltaFormat(TableFormat):
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.delta_location(settings, table)
 
+    def spark_sql_name(self, ref: str) -> str:
+        return "delta.`" + ref.replace("`", "``") + "`"
+
     def open(self, spark, ref, schema=None, partitioning=None, pipeline="", settings=None) -> "DeltaLakeTable":
         return DeltaLakeTable(spark, ref, schema, list(partitioning or []), pipeline, settings)
 

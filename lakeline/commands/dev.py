@@ -44,6 +44,10 @@ def register(sub) -> None:
                     help="the broker's only client listener is TLS (a CA and keys made with keytool in the "
                          "state folder), with SASL/SCRAM-SHA-512 users (sasl_ssl) or client certificates (mtls); "
                          "the client settings, secrets included, go to stack.env (mode 0600) only")
+    up.add_argument("--sql-endpoint", action="store_true",
+                    help="also start the SQL endpoint for BI tools (`lakeline sql-endpoint` in the background: "
+                         "HiveServer2/JDBC and Spark Connect on free 127.0.0.1 ports, written to stack.env; 1 to "
+                         "1.5 GB of memory); `dev status` shows its URLs, `dev down` stops it")
     archive.add_argument("--force", action="store_true", help="make it again even if it is up to date")
     for action in (up, down, status):
         action.add_argument("--state-dir", type=Path, help="state folder (default .lakeline in the repo, or "
@@ -68,7 +72,7 @@ def run(args) -> ExitCode:
                 return ExitCode.USAGE
             stack.up(args.state_dir, spark_workers=args.spark_workers, worker_cores=args.spark_worker_cores,
                      worker_memory=args.spark_worker_memory, iceberg_catalog=args.iceberg_catalog,
-                     kafka_security_mode=args.kafka_security or "")
+                     kafka_security_mode=args.kafka_security or "", sql_endpoint=args.sql_endpoint)
         elif args.action == "down":
             stack.down(args.state_dir)
         else:
