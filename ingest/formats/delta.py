@@ -1,6 +1,7 @@
 """Delta Lake: the commit record in commitInfo.userMetadata (and txnAppId/txnVersion where the batch may be a replay:
-Delta then skips it itself); delta-rs for the analyst read. Maintenance (OPTIMIZE, VACUUM) is delta_maintenance.py.
-delta-spark, delta-rs and pyspark are imported inside the methods that need them (optional for the command's help)."""
+Delta then skips it itself); delta-rs for the Spark-free read (delta_reader.py). Maintenance (OPTIMIZE, VACUUM) is
+delta_maintenance.py. delta-spark, delta-rs and pyspark are imported inside the methods that need them (optional for
+the command's help)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
+    from ingest.formats.delta_reader import DeltaTableReader
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
@@ -118,11 +120,10 @@ class DeltaFormat(TableFormat):
                    "for bin-packing)"
         return None
 
-    def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
-        from deltalake import DeltaTable
+    def reader(self, ref: str, settings: "Settings", hint: str = "") -> "DeltaTableReader":
+        from ingest.formats.delta_reader import DeltaTableReader
 
-        dataset = DeltaTable(delta_rs_uri(ref), storage_options=delta_storage_options(settings)).to_pyarrow_dataset()
-        connection.register(name, dataset)
+        return DeltaTableReader(ref, settings, hint)
 
 
 class DeltaLakeTable(LakeTable):
