@@ -82,7 +82,7 @@ class Table:
         try:
             connection.register("t", self.reader.dataset(as_of))
             selected = ", ".join('"' + c.replace('"', '""') + '"' for c in columns) if columns else "*"
-            return connection.execute(f"SELECT {selected} FROM t WHERE {filter}").fetch_arrow_table()
+            return connection.execute(f"SELECT {selected} FROM t WHERE {filter}").to_arrow_table()
         finally:
             connection.close()
 

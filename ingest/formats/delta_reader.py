@@ -45,11 +45,10 @@ class DeltaTableReader(TableReader):
 
         if as_of is None and self._table is not None:
             return self._table
+        if isinstance(as_of, datetime):
+            as_of = self._version_at(as_of)
         try:
-            table = DeltaTable(self.uri, storage_options=self.options,
-                               version=as_of if isinstance(as_of, int) else None)
-            if isinstance(as_of, datetime):
-                table.load_as_version(as_of)
+            table = DeltaTable(self.uri, storage_options=self.options, version=as_of)
         except TableNotFoundError:
             raise self.not_found() from None
         except DeltaProtocolError as exc:
@@ -59,6 +58,15 @@ class DeltaTableReader(TableReader):
         if as_of is None:
             self._table = table
         return table
+
+    def _version_at(self, moment: datetime) -> int:
+        """The newest version committed at or before `moment`, by the commit times `versions()` shows (delta-rs'
+        own time travel goes by the log files' modification times, which an object store keeps to the second)."""
+        found = [v.version for v in self._history() if v.committed_at <= moment]
+        if not found:
+            raise ConfigError(f"{self.display_name} has no version as of {moment.isoformat()} (its history starts "
+                              "later or was cleaned up)")
+        return max(found)
 
     def _locked_out(self, exc: Exception) -> ReaderLockedOut:
         """delta-rs' protocol error as ingest.compatibility's explanation (the same one check-config gives)."""
