@@ -5,7 +5,6 @@ catalog. Each test states its measured cost (about 15 s in all, beside the stack
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pty
 import re
@@ -20,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from ingest.commits import CommitRecord
-from lakeline.cli import main
-from tests.helpers import pipeline_dict, write_pipeline
+from tests.helpers import lakeline_in_process, pipeline_dict, write_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -87,15 +85,7 @@ def _write(fmt: str, settings, conf_dir: Path) -> tuple[Path, str, list[int]]:
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    """`lakeline ARGV` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main(list(argv))
-    finally:  # the command logs to the captured stderr; later records (the stack's teardown) go elsewhere
-        root = logging.getLogger()
-        for handler in [h for h in root.handlers if h.get_name() == "lakeline"]:
-            root.removeHandler(handler)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return lakeline_in_process(capsys, *argv)
 
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
@@ -217,7 +207,8 @@ def test_the_prompt_keeps_going_after_a_bad_statement(settings, conf_dir):
 
 
 def test_the_analyst_docs_notebook_example_runs(settings, tmp_path, monkeypatch):
-    """docs/analysts.md's notebook example, as written, against a Delta `orders` table of a conf/ here. Measured 0.7 s."""
+    """docs/analysts.md's notebook example, as written, against a Delta `orders` table of a conf/ here. Measured
+    0.7 s."""
     conf = tmp_path / "conf" / "pipelines"
     conf.mkdir(parents=True)
     data = pipeline_dict("delta", "orders_delta", sink={
