@@ -95,6 +95,8 @@ class Session:
         import duckdb
 
         names = self.tables_read(sql)
+        for reader in self._readers.values():
+            reader.count_files_afresh()  # files_opened() tells of this statement
         if len(names) > 1:
             for value, flag in ((self.as_of, "--as-of"), (self.since, "--since")):
                 if isinstance(value, int):
@@ -132,7 +134,7 @@ class Session:
                 for name in (names if names is not None else list(self.names))]
 
     def files_opened(self) -> dict[str, tuple[int, int]]:
-        """Per registered table: (data files the statements have opened, data files in its scan)."""
+        """Per registered table: (data files the last statement opened, data files in its scan)."""
         return {name: (self._readers[name].files_opened, total) for name, total in self.scanned.items()}
 
     # ---- statements ------------------------------------------------------------------------------------------

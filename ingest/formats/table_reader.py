@@ -120,8 +120,12 @@ class TableReader(ABC):
 
     @property
     def files_opened(self) -> int:
-        """Data files the scans of this reader have opened so far (a file skipped by pruning is never opened)."""
+        """Data files the scans of this reader have opened since it was made or `count_files_afresh()` (a file
+        skipped by pruning is never opened)."""
         return len(self._opened)
+
+    def count_files_afresh(self) -> None:
+        self._opened.clear()
 
     def to_arrow(self, columns: list[str] | None = None, filter=None, as_of: AsOf | None = None) -> "pyarrow.Table":
         """Rows as an Arrow table: `columns` to read, `filter` a pyarrow expression (prunes files)."""
