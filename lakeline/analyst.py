@@ -130,8 +130,18 @@ class Session:
         from maintenance.table_status import observe
 
         now = datetime.now(UTC)
-        return [observe(name, *self.names[name], self.settings, now, self.reader(name), ask_source)
-                for name in (names if names is not None else list(self.names))]
+        unreachable: dict[str, str] = {}  # pipeline -> why its source did not answer: not asked again
+        statuses = []
+        for name in (names if names is not None else list(self.names)):
+            config, table = self.names[name]
+            status = observe(name, config, table, self.settings, now, self.reader(name),
+                             ask_source and config.pipeline not in unreachable)
+            if config.pipeline in unreachable and status.created:
+                status.note = unreachable[config.pipeline]
+            elif status.note.startswith("source not reachable"):
+                unreachable[config.pipeline] = status.note
+            statuses.append(status)
+        return statuses
 
     def files_opened(self) -> dict[str, tuple[int, int]]:
         """Per registered table: (data files the last statement opened, data files in its scan)."""

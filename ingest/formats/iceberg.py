@@ -60,8 +60,6 @@ def _spec_name(field: "PartitionField") -> str:
 
 def iceberg_catalog(settings: "Settings"):
     """The shared catalog (SQL, or an Iceberg REST catalog), as pyiceberg sees it."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
     uri = settings.require("iceberg_catalog_uri", "LAKELINE_ICEBERG_CATALOG_URI", "open the Iceberg catalog")
     properties = {"s3.region": settings.aws_region}
     if settings.s3_endpoint:
@@ -78,6 +76,8 @@ def iceberg_catalog(settings: "Settings"):
                           "(pyiceberg) needs the SQLAlchemy form of the catalog database, which Lakeline only has "
                           "for the embedded sqlite:/// catalog (or a REST catalog). Read this table through Spark "
                           "instead.")
+    from pyiceberg.catalog.sql import SqlCatalog  # SQLAlchemy with it: only for a SQL catalog
+
     return SqlCatalog(settings.iceberg_catalog_name, uri=uri, **properties)
 
 

@@ -131,6 +131,10 @@ def test_query_answers_in_each_output_prunes_files_and_names_what_is_missing(fmt
     assert main_row["complete_through"] == {"orders": {"0": 15}}  # the newest commit record's end
     assert main_row["newest_commit_at"] is not None
     assert (letters_row["created"], letters_row["sla"]) == (False, "not created")
+    code, out, err = _run(capsys, "query", "--pipeline", str(path), "--output", "json",
+                          'SELECT "table", created, "rows", sla FROM lakeline_freshness ORDER BY 1')
+    assert code == 0 and [tuple(r.values()) for r in json.loads(out)] == [
+        (name, True, 15, main_row["sla"]), (f"{name}_dead_letters", False, None, "not created")], err
 
 
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])

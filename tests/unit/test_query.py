@@ -5,6 +5,7 @@ across a compaction, a reader feature delta-rs cannot read)."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -129,6 +130,8 @@ def test_a_statement_opens_only_the_tables_it_reads(tmp_path):
         assert set(session.scanned) == {"a"} and set(session._readers) == {"a"}  # b and the dead letters: unopened
         session.execute("SELECT count(*) FROM a WHERE event_time < TIMESTAMPTZ '2026-11-21 00:00:00+00'")
         assert session.files_opened() == {"a": (1, 3)}  # this statement's filter skipped two days' files
+        plan = session.explain("SELECT id FROM a WHERE event_time < TIMESTAMPTZ '2026-11-21 00:00:00+00'")
+        assert "ARROW_SCAN" in plan and re.search(r"Filters:.*\n.*event_time", plan)  # pushed into the scan
         with pytest.raises(ConfigError, match="one table's version"):
             analyst.Session(_delta_pipelines(tmp_path / "x", "c", "d"), _settings(tmp_path / "x"),
                             as_of=1).execute("SELECT * FROM c, d")
