@@ -130,6 +130,18 @@ def test_nested_webhooks_land_exactly_and_read_back_through_spark_and_duckdb(fmt
                                          f"{config.sink.table}")
     assert code == 0 and json.loads(out) == [{"n": report.rows, "tags": want["tags"]}], err
     assert f"{config.sink.table}: FRESH, data as of " in err and ", 0 waiting, " in err
+    # Time travel and the incremental read over the pipeline's own commits: the rows as of its first batch plus
+    # the rows appended since are the table.
+    code, out, err = lakeline_in_process(capsys, "tables", "--pipeline", path, "--history", config.sink.table,
+                                         "--output", "json")
+    first = next(v["version"] for v in json.loads(out) if v["pipeline"] == config.pipeline)
+    counts = []
+    for flag in ("--as-of", "--since"):
+        code, out, err = lakeline_in_process(capsys, "query", "--pipeline", path, "--output", "json", flag,
+                                             str(first), f"SELECT count(*) AS n FROM {config.sink.table}")
+        assert code == 0, err
+        counts.append(json.loads(out)[0]["n"])
+    assert 0 < counts[0] < report.rows and sum(counts) == report.rows, counts
 
     # schema infer reads the topic and proposes a block that loads; schema diff finds nothing to change.
     from ingest.schema_tools import diff, infer_schema, sample as sample_source
