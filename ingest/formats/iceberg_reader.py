@@ -135,7 +135,7 @@ class IcebergTableReader(TableReader):
         return self._files_dataset(schema, [task.file for task in tasks])
 
     def _files_dataset(self, schema, data_files: list):
-        import pyarrow as pa
+        import pyarrow.fs as pafs
         from pyiceberg.io.pyarrow import PyArrowFileIO, schema_to_pyarrow
 
         arrow_schema = schema_to_pyarrow(schema, include_field_ids=False)
@@ -147,7 +147,7 @@ class IcebergTableReader(TableReader):
                 filesystem = self.counting(io.fs_by_scheme(scheme, netloc))
             files.append((path, _bounds_expression(schema, arrow_schema, data_file)))
         if filesystem is None:
-            return fragments_dataset(arrow_schema, [], self.counting(pa.fs.LocalFileSystem()))
+            return fragments_dataset(arrow_schema, [], self.counting(pafs.LocalFileSystem()))
         return fragments_dataset(arrow_schema, files, filesystem)
 
 
