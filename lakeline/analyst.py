@@ -43,15 +43,16 @@ class Result:
 
 class Session:
     """A DuckDB connection with the pipelines' tables under their analyst names. `pipelines`: (config, the YAML it
-    came from, for the "run it first" hint). `as_of` / `since` apply to every table a statement reads."""
+    came from, for the "run it first" hint). `as_of` / `since` apply to every table a statement reads;
+    `count_files` counts the data files each statement opens (`files_opened`, `--stats`)."""
 
     def __init__(self, pipelines: "list[tuple[PipelineConfig, str]]", settings: "Settings",
-                 as_of: "AsOf | None" = None, since: int | None = None):
+                 as_of: "AsOf | None" = None, since: int | None = None, count_files: bool = False):
         import duckdb  # the session's engine; imported here so the command's help stays light
 
         from ingest.config import analyst_names
 
-        self.settings, self.as_of, self.since = settings, as_of, since
+        self.settings, self.as_of, self.since, self.count_files = settings, as_of, since, count_files
         self.names = analyst_names([config for config, _ in pipelines])
         self.files = {config.pipeline: source for config, source in pipelines}
         self.connection = duckdb.connect()
@@ -69,7 +70,7 @@ class Session:
             fmt = format_for(config.sink.format)
             hint = f"run `lakeline ingest --pipeline {self.files.get(config.pipeline) or 'FILE'}` first"
             self._readers[key] = fmt.reader(fmt.ref(config, self.settings, None if table == config.sink.table
-                                                    else table), self.settings, hint)
+                                                    else table), self.settings, hint, self.count_files)
         return self._readers[key]
 
     def resolve(self, name: str) -> str:

@@ -183,9 +183,10 @@ class TableFormat(ABC):
         return None
 
     @abstractmethod
-    def reader(self, ref: str, settings: "Settings", hint: str = "") -> "TableReader":
+    def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "TableReader":
         """The Spark-free reader facet of the table at `ref` (delta-rs / pyiceberg; ingest.formats.table_reader),
-        as a notebook, BI extract or `lakeline query` reads it. `hint`: what to do when it does not exist yet."""
+        as a notebook, BI extract or `lakeline query` reads it. `hint`: what to do when it does not exist yet;
+        `count_files`: count the data files its scans open."""
 
     def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
         """Register the table in a DuckDB `connection` as `name`, read without Spark (`reader(...).register`)."""

@@ -120,10 +120,10 @@ class DeltaFormat(TableFormat):
                    "for bin-packing)"
         return None
 
-    def reader(self, ref: str, settings: "Settings", hint: str = "") -> "DeltaTableReader":
+    def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "DeltaTableReader":
         from ingest.formats.delta_reader import DeltaTableReader
 
-        return DeltaTableReader(ref, settings, hint)
+        return DeltaTableReader(ref, settings, hint, count_files)
 
 
 class DeltaLakeTable(LakeTable):

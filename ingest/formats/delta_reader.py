@@ -26,10 +26,10 @@ _RECENT = 100  # history entries read first by last_commit(), before the whole l
 class DeltaTableReader(TableReader):
     format_name = "delta"
 
-    def __init__(self, ref: str, settings: "Settings", hint: str = ""):
+    def __init__(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False):
         from ingest.formats.delta import delta_rs_uri, delta_storage_options
 
-        super().__init__(ref, f"delta:{ref}", hint)
+        super().__init__(ref, f"delta:{ref}", hint, count_files)
         self.uri, self.options = delta_rs_uri(ref), delta_storage_options(settings)
         self._table = None
 
@@ -114,7 +114,7 @@ class DeltaTableReader(TableReader):
         from deltalake.fs import DeltaStorageHandler
         import pyarrow.fs as pafs
 
-        # What DeltaTable.to_pyarrow_dataset builds itself, here wrapped to count the files a scan opens.
+        # What DeltaTable.to_pyarrow_dataset builds itself, wrapped to count the files a scan opens if asked.
         handler = DeltaStorageHandler.from_table(table._table, self.options,  # noqa: SLF001 - delta-rs' own handle
                                                  table._table.get_add_file_sizes())  # noqa: SLF001
         return self.counting(pafs.PyFileSystem(handler))

@@ -105,10 +105,10 @@ class IcebergFormat(TableFormat):
             return CommitConflict
         return None
 
-    def reader(self, ref: str, settings: "Settings", hint: str = "") -> "IcebergTableReader":
+    def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "IcebergTableReader":
         from ingest.formats.iceberg_reader import IcebergTableReader
 
-        return IcebergTableReader(ref, settings, hint)
+        return IcebergTableReader(ref, settings, hint, count_files)
 
 
 class IcebergLakeTable(LakeTable):

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 class IcebergTableReader(TableReader):
     format_name = "iceberg"
 
-    def __init__(self, ref: str, settings: "Settings", hint: str = ""):
-        super().__init__(ref, f"iceberg:{ref}", hint)
+    def __init__(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False):
+        super().__init__(ref, f"iceberg:{ref}", hint, count_files)
         self.settings = settings
         self.identifier = ref.split(".", 1)[1]  # the catalog's own name for it: namespace.table
         self._table = None

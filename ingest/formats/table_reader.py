@@ -69,8 +69,9 @@ class TableReader(ABC):
 
     format_name: str
 
-    def __init__(self, ref: str, display_name: str, hint: str = ""):
+    def __init__(self, ref: str, display_name: str, hint: str = "", count_files: bool = False):
         self.ref, self.display_name, self.hint = ref, display_name, hint
+        self.count_files = count_files  # count the data files scans open (files_opened): a Python file system layer
         self._opened: set[str] = set()
 
     # ---- state -----------------------------------------------------------------------------------------------
@@ -121,7 +122,7 @@ class TableReader(ABC):
     @property
     def files_opened(self) -> int:
         """Data files the scans of this reader have opened since it was made or `count_files_afresh()` (a file
-        skipped by pruning is never opened)."""
+        skipped by pruning is never opened); with `count_files` only."""
         return len(self._opened)
 
     def count_files_afresh(self) -> None:
@@ -149,9 +150,12 @@ class TableReader(ABC):
 
     # ---- helpers for the formats -----------------------------------------------------------------------------
     def counting(self, filesystem):
-        """`filesystem` (pyarrow) wrapped so that the files scans open are counted in `files_opened`."""
+        """`filesystem` (pyarrow), wrapped with `count_files` so that the files scans open are counted in
+        `files_opened`."""
         import pyarrow.fs as pafs
 
+        if not self.count_files:
+            return filesystem
         return pafs.PyFileSystem(_counting_handler()(filesystem, self._opened))
 
 

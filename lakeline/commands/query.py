@@ -90,7 +90,7 @@ def session_of(args):
         raise ConfigError(f"--since {args.since}: give a version or snapshot id (a time is for --as-of)")
     if as_of is not None and since is not None:
         raise ConfigError("--as-of and --since: give one (--since reads up to the current state)")
-    return Session(pipelines(args), load_settings(), as_of, since)
+    return Session(pipelines(args), load_settings(), as_of, since, count_files=getattr(args, "stats", False))
 
 
 def run_query(args) -> ExitCode:

@@ -124,7 +124,7 @@ def _delta_pipelines(tmp_path: Path, *names: str) -> list:
 
 
 def test_a_statement_opens_only_the_tables_it_reads(tmp_path):
-    session = analyst.Session(_delta_pipelines(tmp_path, "a", "b"), _settings(tmp_path))
+    session = analyst.Session(_delta_pipelines(tmp_path, "a", "b"), _settings(tmp_path), count_files=True)
     try:
         assert session.execute("SELECT count(*) FROM A").rows == [(15,)]  # SQL names are case-insensitive
         assert set(session.scanned) == {"a"} and set(session._readers) == {"a"}  # b and the dead letters: unopened
@@ -186,7 +186,7 @@ def test_an_iceberg_table_reads_as_of_a_snapshot_and_since_one(tmp_path):
     assert reader.changes_since(snapshots[1]).to_table().column("id").to_pylist() == list(range(20, 25))
     import pyarrow.compute as pc
 
-    fresh = format_for("iceberg").reader("lakeline.tests.t", _settings(tmp_path))
+    fresh = format_for("iceberg").reader("lakeline.tests.t", _settings(tmp_path), count_files=True)
     assert fresh.to_arrow(filter=pc.field("id") >= 21).num_rows == 4 and fresh.files_opened == 1  # bounds prune
     with pytest.raises(ConfigError, match="no snapshot 42"):
         reader.dataset(as_of=42)
