@@ -1,9 +1,9 @@
-"""The analyst's side of the tables, without Spark: DuckDB over the table format's own reader (delta-rs for
-Delta, pyiceberg for Iceberg; `TableFormat.register_for_analyst`).
+"""The analyst's side of a pipeline's table, without Spark, in one call: DuckDB over the format's reader facet
+(`TableFormat.reader`: delta-rs for Delta, pyiceberg for Iceberg).
 
-This is how a notebook or a BI extract reads a Lakeline table, so tests and benchmarks use it to check that what
-Spark commits is what an analyst sees. Endpoints and credentials come from Settings (moto locally, real S3 by
-configuration alone).
+Tests and benchmarks use it to check that what Spark commits is what an analyst sees; `lakeline query` and the
+notebook API (`lakeline.tables`) read through the same facet. Endpoints and credentials come from Settings (moto
+locally, real S3 by configuration alone).
 """
 
 from __future__ import annotations
@@ -22,12 +22,5 @@ def duckdb_query(config: "PipelineConfig", settings: Settings, sql: str, table: 
 
     Each call opens the table afresh (Delta log replay / Iceberg scan planning), as a new analyst session would.
     """
-    import duckdb
-
     fmt = format_for(config.sink.format)
-    connection = duckdb.connect()
-    try:
-        fmt.register_for_analyst(fmt.ref(config, settings, table), settings, connection, "t")
-        return connection.execute(sql).fetchall()
-    finally:
-        connection.close()
+    return fmt.reader(fmt.ref(config, settings, table), settings).query(sql, "t")

@@ -114,3 +114,8 @@ class TableNotFound(LakelineError):
 class ReaderLockedOut(ConfigError):
     """A table feature would lock out (or already locks out) a reader Lakeline supports for analysts; the message
     names the feature, the readers and the choices (ingest.compatibility)."""
+
+
+class BadQuery(ConfigError):
+    """`lakeline query`'s SQL fails (syntax, an unknown table or column): DuckDB's message, and the table names the
+    session has."""

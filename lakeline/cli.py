@@ -10,9 +10,9 @@ import sys
 from ingest.errors import ExitCode, LakelineError
 from ingest.settings import log_format_from_environment, set_for_this_process
 from lakeline import logs
-from lakeline.commands import checkpoint, deadletters, demo, dev, drill, endpoint, pipeline, schema, tables
+from lakeline.commands import checkpoint, deadletters, demo, dev, drill, endpoint, pipeline, query, schema, tables
 
-COMMAND_GROUPS = (dev, pipeline, schema, deadletters, checkpoint, drill, tables, endpoint, demo)
+COMMAND_GROUPS = (dev, pipeline, schema, deadletters, checkpoint, drill, tables, query, endpoint, demo)
 
 
 def _epilog() -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ingest import kinesis_offsets as ko
 from ingest.adapters.kafka_admin import KafkaAdmin
 from ingest.adapters.kinesis import KinesisClient, client_options
-from ingest.commits import Offsets
+from ingest.commits import CommitRecord, Offsets
 from ingest.config import PipelineConfig, parse_duration
 from ingest.errors import ConfigError
 from ingest.formats import tables_for
@@ -115,6 +115,13 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession | Non
         except AnalysisException:  # the table does not exist yet (a JDBC catalog Spark alone can ask)
             exists = False
         last_at = main.last_commit_time() if record else None
+    lag, exact = observe_lag(config, settings, record)
+    return evaluate(config, last_at, lag, as_of, lag_exact=exact, table_exists=exists)
+
+
+def observe_lag(config: PipelineConfig, settings: Settings, record: "CommitRecord | None") -> tuple[int, bool]:
+    """(records waiting in the source behind the table's newest commit `record`, exact?), without Spark: Kafka's
+    watermarks, or Kinesis shards read from the recorded positions (see the module's docstring)."""
     if config.source.kind == "kinesis":
         client, stream = KinesisClient(client_options(settings)), config.source.stream
 
@@ -122,13 +129,11 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession | Non
             for records, _ended, _caught_up in client.pages(stream, shard_id, position, page_limit=budget):
                 yield records
 
-        lag, exact = kinesis_lag(stream, client.list_shards(stream), dict(record.end) if record else {},
-                                 config.source.reader_starting_position, pages)
-        return evaluate(config, last_at, lag, as_of, lag_exact=exact, table_exists=exists)
+        return kinesis_lag(stream, client.list_shards(stream), dict(record.end) if record else {},
+                           config.source.reader_starting_position, pages)
     if config.source.kind != "kafka":
         raise ConfigError(f"pipeline {config.pipeline}: freshness checks support Kafka and Kinesis sources")
     admin = KafkaAdmin(settings)
     topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
     watermarks = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
-    lag = source_lag(dict(record.end) if record else {}, watermarks)
-    return evaluate(config, last_at, lag, as_of, table_exists=exists)
+    return source_lag(dict(record.end) if record else {}, watermarks), True

@@ -91,6 +91,23 @@ def lakeline_json(env: dict[str, str], *args: str, timeout: float = 600) -> dict
     return json.loads(done.stdout)
 
 
+def lakeline_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """Run `lakeline ARGS` in this process (no interpreter start): (exit code, stdout, stderr)."""
+    import logging
+
+    from lakeline.cli import main
+
+    capsys.readouterr()  # what the test printed before is not the command's
+    try:
+        code = main(list(args))
+    finally:  # the command logs to the captured stderr; later records (the stack's teardown) must go elsewhere
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if h.get_name() == "lakeline"]:
+            root.removeHandler(handler)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def load_dag(dag_id: str):
     """The repo's DAG `dag_id`, from a fresh DagBag of dags/ (which must import without errors); its `.test()` runs it
     with this process's environment (LAKELINE_CONF_DIR among it)."""

@@ -1,5 +1,6 @@
 """The table-format seam. What differs between Delta Lake and Apache Iceberg lives behind `TableFormat` (stateless,
-one per format: where a pipeline's tables are, the Spark-free analyst read, commit-failure classification),
+one per format: where a pipeline's tables are, commit-failure classification, and the Spark-free read: its facet
+`format.reader(ref, settings)`, a `TableReader`),
 `LakeTable` (one table in one Spark session, the stream's side: create, append with the commit record, commit
 records, fence, schema) and its facet `table.maintenance` (`TableMaintenance`: measure, compact, expire, drop).
 Callers never branch on the format: `format_for(name)` is the only place a name becomes an implementation.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ingest.config import PipelineConfig
     from ingest.evolution import SchemaChange
     from ingest.formats.table_maintenance import TableMaintenance
+    from ingest.formats.table_reader import TableReader
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
@@ -185,9 +187,14 @@ class TableFormat(ABC):
         return None
 
     @abstractmethod
+    def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "TableReader":
+        """The Spark-free reader facet of the table at `ref` (delta-rs / pyiceberg; ingest.formats.table_reader),
+        as a notebook, BI extract or `lakeline query` reads it. `hint`: what to do when it does not exist yet;
+        `count_files`: count the data files its scans open."""
+
     def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
-        """Register the table in a DuckDB `connection` as `name`, read without Spark (delta-rs / pyiceberg), as
-        a notebook or BI extract would."""
+        """Register the table in a DuckDB `connection` as `name`, read without Spark (`reader(...).register`)."""
+        self.reader(ref, settings).register(connection, name)
 
 
 def format_for(name: str) -> TableFormat:

@@ -1,6 +1,7 @@
 """Delta Lake: the commit record in commitInfo.userMetadata (and txnAppId/txnVersion where the batch may be a replay:
-Delta then skips it itself); delta-rs for the analyst read. Maintenance (OPTIMIZE, VACUUM) is delta_maintenance.py.
-delta-spark, delta-rs and pyspark are imported inside the methods that need them (optional for the command's help)."""
+Delta then skips it itself); delta-rs for the Spark-free read (delta_reader.py). Maintenance (OPTIMIZE, VACUUM) is
+delta_maintenance.py. delta-spark, delta-rs and pyspark are imported inside the methods that need them (optional for
+the command's help)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
+    from ingest.formats.delta_reader import DeltaTableReader
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
@@ -122,9 +124,10 @@ class DeltaFormat(TableFormat):
                    "for bin-packing)"
         return None
 
-    def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
-        dataset = open_for_reader(ref, settings, "duckdb-delta").to_pyarrow_dataset()
-        connection.register(name, dataset)
+    def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "DeltaTableReader":
+        from ingest.formats.delta_reader import DeltaTableReader
+
+        return DeltaTableReader(ref, settings, hint, count_files)
 
 
 def open_for_reader(ref: str, settings: "Settings", reader: str, version: int | None = None):

@@ -1,8 +1,8 @@
 """Apache Iceberg: the commit record as a snapshot-summary property (the pipeline checks the newest record on the
-current snapshot lineage before committing, so a replayed batch is a no-op); pyiceberg for the analyst read. Tables
-live in the shared JDBC/SQL catalog that Spark and pyiceberg both read. Maintenance (rewrite_data_files,
-expire_snapshots, orphan removal) is iceberg_maintenance.py. pyspark and pyiceberg are imported inside the methods
-that need them (optional for the command's help)."""
+current snapshot lineage before committing, so a replayed batch is a no-op); pyiceberg for the Spark-free read
+(iceberg_reader.py). Tables live in the shared JDBC/SQL catalog that Spark and pyiceberg both read. Maintenance
+(rewrite_data_files, expire_snapshots, orphan removal) is iceberg_maintenance.py. pyspark and pyiceberg are imported
+inside the methods that need them (optional for the command's help)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
     from ingest.config import PipelineConfig
+    from ingest.formats.iceberg_reader import IcebergTableReader
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
@@ -59,8 +60,6 @@ def _spec_name(field: "PartitionField") -> str:
 
 def iceberg_catalog(settings: "Settings"):
     """The shared catalog (SQL, or an Iceberg REST catalog), as pyiceberg sees it."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
     uri = settings.require("iceberg_catalog_uri", "LAKELINE_ICEBERG_CATALOG_URI", "open the Iceberg catalog")
     properties = {"s3.region": settings.aws_region}
     if settings.s3_endpoint:
@@ -77,6 +76,8 @@ def iceberg_catalog(settings: "Settings"):
                           "(pyiceberg) needs the SQLAlchemy form of the catalog database, which Lakeline only has "
                           "for the embedded sqlite:/// catalog (or a REST catalog). Read this table through Spark "
                           "instead.")
+    from pyiceberg.catalog.sql import SqlCatalog  # SQLAlchemy with it: only for a SQL catalog
+
     return SqlCatalog(settings.iceberg_catalog_name, uri=uri, **properties)
 
 
@@ -104,9 +105,10 @@ class IcebergFormat(TableFormat):
             return CommitConflict
         return None
 
-    def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
-        identifier = ref.split(".", 1)[1]  # drop the catalog name
-        iceberg_catalog(settings).load_table(identifier).scan().to_duckdb(name, connection=connection)
+    def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "IcebergTableReader":
+        from ingest.formats.iceberg_reader import IcebergTableReader
+
+        return IcebergTableReader(ref, settings, hint, count_files)
 
 
 class IcebergLakeTable(LakeTable):
