@@ -221,6 +221,16 @@ class Sink(_Strict):
     location: str | None = None
     partition: Annotated[list[PartitionBy], BeforeValidator(_partition_list)] = []
     dead_letter_table: str | None = None
+    # Delta table features Lakeline may turn on although they lock a supported reader out (docs/readers.md).
+    # typeWidening: a declared widening is applied; delta-rs, DuckDB, pandas and polars then cannot open the table.
+    allow_features: list[Literal["typeWidening"]] = []
+
+    @model_validator(mode="after")
+    def _features_of_the_format(self) -> "Sink":
+        if self.allow_features and self.format != "delta":
+            raise ValueError("allow_features: lists Delta table features; an Iceberg table widens (type promotion) "
+                             "without locking a reader out, so remove the key")
+        return self
 
     @field_validator("table", "namespace", "dead_letter_table")
     @classmethod

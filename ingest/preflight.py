@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ingest.adapters.kafka_admin import KafkaAdmin
 from ingest.adapters.kinesis import KinesisClient, client_options
 from ingest.adapters.object_store import s3_client, split_s3_uri
+from ingest.compatibility import changes_refusal
 from ingest.errors import ConfigError, LakelineError
 from ingest.formats import format_for
 from ingest.formats.delta import delta_rs_uri, delta_storage_options
@@ -37,6 +38,27 @@ def check_start(config: "PipelineConfig", settings: "Settings") -> None:
         check_declared_schema(config, existing, table_display_name(config, settings))
 
 
+def check_table(config: "PipelineConfig", settings: "Settings") -> dict:
+    """`lakeline check-config`'s look at the existing main table: the changes a start would make to it, or the
+    start's refusal (ConfigError, ReaderLockedOut). A table whose store is not configured or does not answer is
+    reported as not checked (the start checks it again)."""
+    try:
+        display_name = table_display_name(config, settings)
+    except ConfigError as exc:
+        return {"checked": False, "note": f"not checked: {exc}"}
+    try:
+        existing = existing_table_schema(config, settings)
+    except LakelineError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        return {"table": display_name, "checked": False, "note": f"not checked: {exc}"}
+    if existing is None:
+        return {"table": display_name, "checked": True, "exists": False,
+                "note": "no table yet (or one only Spark reads): the start creates or checks it"}
+    changes = check_declared_schema(config, existing, display_name)
+    return {"table": display_name, "checked": True, "exists": True, "changes": changes}
+
+
 def check_source(config: "PipelineConfig", settings: "Settings") -> None:
     """Kafka: the topics exist (ConfigError naming them); Kinesis: the stream exists (StreamNotFound)."""
     src = config.source
@@ -46,16 +68,22 @@ def check_source(config: "PipelineConfig", settings: "Settings") -> None:
     KafkaAdmin(settings).resolve_topics(src.topics, src.topic_pattern)
 
 
-def check_declared_schema(config: "PipelineConfig", existing: "StructType", display_name: str) -> None:
+def check_declared_schema(config: "PipelineConfig", existing: "StructType", display_name: str) -> list[str]:
     """The YAML's columns can be brought onto the table (added or widened); a narrowing or an incompatible type is
-    refused (ConfigError naming the column), the same refusal a start makes after opening the table."""
+    refused (ConfigError naming the column), and so is a widening that would turn on a table feature locking a
+    supported reader out without `sink.allow_features` (ReaderLockedOut): the refusals a start makes after
+    opening the table. Returns the changes a start would make."""
     from ingest.evolution import plan_changes
     from ingest.transforms import table_schema
 
     declared = format_for(config.sink.format).stored(table_schema(config))
-    _, refusals = plan_changes(existing, declared)
+    changes, refusals = plan_changes(existing, declared)
     if refusals:
         raise schema_refused(config, display_name, refusals)
+    locked_out = changes_refusal(config, display_name, changes)
+    if locked_out is not None:
+        raise locked_out
+    return [change.describe() for change in changes]
 
 
 def schema_refused(config: "PipelineConfig", display_name: str, refusals: list[str]) -> ConfigError:
@@ -67,11 +95,12 @@ def table_display_name(config: "PipelineConfig", settings: "Settings") -> str:
     return f"{config.sink.format}:{format_for(config.sink.format).ref(config, settings)}"
 
 
-def existing_table_schema(config: "PipelineConfig", settings: "Settings") -> "StructType | None":
-    """The main table's schema in Spark's types, None when there is no table yet (or it cannot be read without
-    Spark, e.g. a JDBC catalog: the start then checks it after opening the table, as it always has). Raises
-    LakelineError when the catalog or S3 does not answer."""
-    ref = format_for(config.sink.format).ref(config, settings)
+def existing_table_schema(config: "PipelineConfig", settings: "Settings",
+                          table: str | None = None) -> "StructType | None":
+    """The main table's (or the pipeline's table `table`) schema in Spark's types, None when there is no table yet
+    (or it cannot be read without Spark, e.g. a JDBC catalog: the start then checks it after opening the table, as
+    it always has). Raises LakelineError when the catalog or S3 does not answer."""
+    ref = format_for(config.sink.format).ref(config, settings, table)
     if config.sink.format == "iceberg":
         return _iceberg_schema(ref, settings)
     return _delta_schema(ref, settings)

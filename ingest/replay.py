@@ -100,7 +100,7 @@ def replay(spark: "SparkSession", config: "PipelineConfig", settings: "Settings"
             report.now_parse = decoded.filter(F.col("_error").isNull()).count()
             failing = decoded.filter(F.col("_error").isNotNull())
             report.still_failing = {r["_error"]: r["count"] for r in failing.groupBy("_error").count().collect()}
-            report.sample_still_failing = [r.asDict() for r in failing.select(*coords, "_error", "_error_detail")
+            report.sample_still_failing = [_record(r) for r in failing.select(*coords, "_error", "_error_detail")
                                            .orderBy(*coords).limit(SAMPLE).collect()]
             if apply and report.now_parse:
                 rows = table_rows(decoded, config, fixed_timestamp(spark, datetime.now(UTC)), evolved)
@@ -141,6 +141,11 @@ def show(spark: "SparkSession", config: "PipelineConfig", settings: "Settings", 
     if reason is not None:
         letters = letters.filter(F.col("_error") == reason)
     pending = pending_dead_letters(letters, main.read(), coords)
-    return [r.asDict() for r in pending.select(*coords, "_error", "_error_detail", "_ingested_at",
+    return [_record(r) for r in pending.select(*coords, "_error", "_error_detail", "_ingested_at",
                                                F.col("_raw").cast("string").alias("raw"))
             .orderBy(F.col("_ingested_at").desc(), *coords).limit(limit).collect()]
+
+
+def _record(row) -> dict:
+    """A collected row as a dict, its times aware (PySpark hands a timestamp back as a naive local time)."""
+    return {k: v.astimezone(UTC) if isinstance(v, datetime) else v for k, v in row.asDict().items()}

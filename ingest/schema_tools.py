@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.types import (ArrayType, DataType, DateType, MapType, StringType, StructField,
                                StructType, TimestampType)
 
+from ingest.compatibility import changes_refusal
 from ingest.config import NAME
 from ingest.evolution import merge, plan_changes
 from ingest.kinesis_offsets import TRIM_HORIZON
@@ -60,6 +61,10 @@ def diff(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") 
         return result
     declared = format_for(config.sink.format).stored(table_schema(config))
     changes, refusals = plan_changes(held, declared)
+    locked_out = changes_refusal(config, main.display_name, changes)
+    if locked_out is not None:
+        refusals.append(str(locked_out))
+        changes = [c for c in changes if c.kind != "widen"]
     result.changes, result.refusals = [c.describe() for c in changes], refusals
     names = {f.name.lower() for f in config.record_schema.fields}
     result.table_only = [f"{f.name} {f.dataType.simpleString()}" for f in record_columns(config, held).fields

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ingest.batch import TableEnds
 from ingest.checkpoint import StartPlan, move_aside, plan_start, read_checkpoint, write_lineage
 from ingest.commits import CommitRecord
+from ingest.compatibility import changes_refusal
 from ingest.events import CheckpointMovedAside, RunStarted, SchemaEvolved
 from ingest.formats import format_for, tables_for
 from ingest.preflight import schema_refused
@@ -100,7 +101,9 @@ def prepare(spark: "SparkSession", config: "PipelineConfig", settings: "Settings
 
 def apply_declared_schema(table: "LakeTable", config: "PipelineConfig", events: "Events") -> list[str]:
     """Bring the main table to what the YAML declares before anything is written: add the fields it lacks, widen
-    what widens (ingest.evolution). A narrowing or incompatible change is refused (ConfigError) naming the column."""
+    what widens (ingest.evolution). A narrowing or incompatible change is refused (ConfigError) naming the column,
+    and so is a widening that needs a table feature locking a supported reader out, unless the pipeline's
+    `sink.allow_features` opts in (ReaderLockedOut, ingest.compatibility)."""
     from ingest.evolution import plan_changes
     from ingest.transforms import table_schema
 
@@ -108,6 +111,9 @@ def apply_declared_schema(table: "LakeTable", config: "PipelineConfig", events: 
     changes, refusals = plan_changes(table.table_schema(), declared)
     if refusals:
         raise schema_refused(config, table.display_name, refusals)
+    locked_out = changes_refusal(config, table.display_name, changes)
+    if locked_out is not None:
+        raise locked_out
     if changes:
         table.evolve(changes)
         events.emit(SchemaEvolved(pipeline=config.pipeline, table=table.display_name,

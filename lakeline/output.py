@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import date, time
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -49,13 +50,22 @@ class Output:
         """The command's result: `data` as JSON, or `text` (a string or a rich renderable, or a function returning
         one) for a person."""
         if self.json:
-            print(json.dumps(data, indent=2, default=str))
+            print(json.dumps(data, indent=2, default=_json_value))
             return
         shown = text() if callable(text) else text
         if isinstance(shown, str):
             print(shown)
         else:
             stdout_console().print(shown)
+
+
+def _json_value(value: object) -> object:
+    """What JSON cannot hold: times as ISO-8601, bytes as text, anything else as its string."""
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 @cache

@@ -3,6 +3,8 @@ results as data instead; nothing parses these."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -84,24 +86,79 @@ def drill(report: "DrillReport") -> Group:
                  Text(f"drill {'PASSED' if report.passed else 'FAILED'}"))
 
 
+RAW_WIDTH = 60  # characters of a raw payload a text row shows; --output json carries it whole
+DETAIL_WIDTH = 60
+HEADERS = {"_kafka_partition": "partition", "_error": "reason", "_error_detail": "detail"}
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` characters with a marker saying how much was left out."""
+    return text if len(text) <= width else f"{text[:width]}… +{len(text) - width:,} chars"
+
+
+def one_line(raw: str) -> str:
+    """A payload on one line: JSON compacted (nested objects stay whole), anything else with its line breaks shown
+    as spaces."""
+    try:
+        return json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return " ".join(raw.split())
+
+
+def cell(name: str, value: object) -> str:
+    """A record's value as a person reads it: ISO-8601 times, text for bytes, a Kinesis sequence without its
+    zero padding, "-" for null."""
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if name == "_sequence" and isinstance(value, str) and value.isdigit():
+        return value.lstrip("0") or "0"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def records(rows: list[dict], clipped: dict[str, int] | None = None) -> Table:
+    """Rows of records as an aligned table, one column per key (leading underscores dropped from the header);
+    the columns in `clipped` cut to that many characters, with a marker, and wrapped on a narrow terminal."""
+    clipped = clipped or {}
+    columns = list(rows[0]) if rows else []
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in columns:
+        table.add_column(column.lstrip("_"), no_wrap=column not in clipped, overflow="fold")
+    for row in rows:
+        table.add_row(*[clip(cell(c, row.get(c)), clipped[c]) if c in clipped else cell(c, row.get(c))
+                        for c in columns])
+    return table
+
+
 def dead_letters(rows: list[dict]) -> Group:
-    """Dead letters not replayed yet: where, why, and the start of the payload."""
+    """Dead letters not replayed yet: where, why, when, and the start of the payload (on one line). The source's
+    own timestamp is left to `--output json`, for width."""
     if not rows:
         return Group(Text("no dead letters waiting"))
-    coordinates = [k for k in rows[0] if k not in ("_error", "_error_detail", "_ingested_at", "raw")]
-    table = _table(*[c.lstrip("_") for c in coordinates], "reason", "detail", "raw")
-    for row in rows:
-        raw = (row["raw"] or "")[:60]
-        table.add_row(*[str(row[c]) for c in coordinates], row["_error"], (row["_error_detail"] or "")[:80], raw)
-    return Group(table)
+    shown = [{**{HEADERS.get(k, k): v for k, v in row.items()
+                 if k not in ("_error", "_error_detail", "_ingested_at", "raw") and not k.endswith("_timestamp")},
+              "ingested_at": row.get("_ingested_at"), "reason": row.get("_error"), "detail": row.get("_error_detail"),
+              "raw": None if row.get("raw") is None else one_line(row["raw"])} for row in rows]
+    return Group(records(shown, {"detail": DETAIL_WIDTH, "raw": RAW_WIDTH}),
+                 Text(f"{len(rows)} dead letter(s); raw payloads cut at {RAW_WIDTH} characters (--output json "
+                      "has them whole)"))
 
 
 def replay(report: "ReplayReport") -> Group:
-    """What a replay found and did (or would do)."""
+    """What a replay found and did (or would do), and the first records that still fail, as rows."""
     verb = "appended" if report.applied else "would append (dry run; --apply appends)"
     lines = [f"replay {report.pipeline}: {report.selected:,} dead letters selected, {report.already_replayed:,} "
              f"already replayed, {report.now_parse:,} parse now: {verb}"]
     for reason, count in sorted(report.still_failing.items()):
         lines.append(f"  still failing: {count:,} {reason}")
-    lines += [f"    {s}" for s in report.sample_still_failing]
-    return Group(*[Text(line) for line in lines])
+    parts: list = [Text(line) for line in lines]
+    if report.sample_still_failing:
+        parts += [Text(f"  the first {len(report.sample_still_failing)} still failing:"),
+                  records([{HEADERS.get(k, k): v for k, v in row.items()} for row in report.sample_still_failing],
+                          {"detail": DETAIL_WIDTH})]
+    return Group(*parts)

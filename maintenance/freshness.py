@@ -45,6 +45,7 @@ class FreshnessReport:
     ok: bool
     problems: list[str] = field(default_factory=list)
     lag_exact: bool = True  # False: lag_records is a lower bound (Kinesis, scan limit reached)
+    table_exists: bool = True  # False: the pipeline has not run (nothing ingested; its first start creates it)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -79,8 +80,9 @@ def kinesis_lag(stream: str, shards: "list[ShardInfo]", table_end: Offsets, star
 
 
 def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, as_of: datetime,
-             lag_exact: bool = True) -> FreshnessReport:
-    """Pure SLA check. With lag_exact False, `lag` is a lower bound of the records waiting."""
+             lag_exact: bool = True, table_exists: bool = True) -> FreshnessReport:
+    """Pure SLA check. With lag_exact False, `lag` is a lower bound of the records waiting. A table that does not
+    exist yet is judged like one without a commit: stale once records wait, fresh while the source is empty."""
     sla = config.freshness
     limit = parse_duration(sla.max_staleness).total_seconds()
     staleness = None if last_commit_at is None else max(0.0, (as_of - last_commit_at).total_seconds())
@@ -88,23 +90,31 @@ def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, 
     waiting = f"{'' if lag_exact else 'at least '}{lag:,}"
     if lag > 0 and (staleness is None or staleness > limit):
         since = "no commit yet" if staleness is None else f"newest commit {staleness:,.0f}s old"
+        if not table_exists:
+            since += " (the table does not exist: the pipeline has not run)"
         problems.append(f"{waiting} records waiting and {since} (limit {sla.max_staleness})")
     if sla.max_lag_records is not None and lag > sla.max_lag_records:
         problems.append(f"source lag {waiting} records > max_lag_records {sla.max_lag_records:,}")
     return FreshnessReport(config.pipeline, as_of.isoformat(), last_commit_at.isoformat() if last_commit_at else None,
-                           staleness, lag, limit, sla.max_lag_records, not problems, problems, lag_exact)
+                           staleness, lag, limit, sla.max_lag_records, not problems, problems, lag_exact,
+                           table_exists)
 
 
-def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_of: datetime) -> FreshnessReport:
-    """Observe the table's newest commit and the source's lag, then evaluate the SLA."""
-    from pyspark.errors import AnalysisException  # heavy: pyspark loads with the session that calls this
+def check(config: PipelineConfig, settings: Settings, spark: "SparkSession | None", as_of: datetime
+          ) -> FreshnessReport:
+    """Observe the table's newest commit and the source's lag, then evaluate the SLA. `spark` None: the table does
+    not exist yet (maintenance.presence said so), and the source alone is observed."""
+    record = last_at = None
+    exists = spark is not None
+    if spark is not None:
+        from pyspark.errors import AnalysisException  # heavy: pyspark loads with the session that calls this
 
-    main, _ = tables_for(spark, config, settings)
-    try:
-        record = main.last_commit()
-    except AnalysisException:  # the table does not exist yet: nothing ingested
-        record = None
-    last_at = main.last_commit_time() if record else None
+        main, _ = tables_for(spark, config, settings)
+        try:
+            record = main.last_commit()
+        except AnalysisException:  # the table does not exist yet (a JDBC catalog Spark alone can ask)
+            exists = False
+        last_at = main.last_commit_time() if record else None
     if config.source.kind == "kinesis":
         client, stream = KinesisClient(client_options(settings)), config.source.stream
 
@@ -114,11 +124,11 @@ def check(config: PipelineConfig, settings: Settings, spark: "SparkSession", as_
 
         lag, exact = kinesis_lag(stream, client.list_shards(stream), dict(record.end) if record else {},
                                  config.source.reader_starting_position, pages)
-        return evaluate(config, last_at, lag, as_of, lag_exact=exact)
+        return evaluate(config, last_at, lag, as_of, lag_exact=exact, table_exists=exists)
     if config.source.kind != "kafka":
         raise ConfigError(f"pipeline {config.pipeline}: freshness checks support Kafka and Kinesis sources")
     admin = KafkaAdmin(settings)
     topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
     watermarks = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
     lag = source_lag(dict(record.end) if record else {}, watermarks)
-    return evaluate(config, last_at, lag, as_of)
+    return evaluate(config, last_at, lag, as_of, table_exists=exists)

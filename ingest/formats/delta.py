@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ingest.adapters.hadoop_fs import HadoopFS
 from ingest.commits import CommitRecord
+from ingest.compatibility import check_readable
 from ingest.errors import CommitConflict, ConfigError, LakelineError
 from ingest.formats import LakeTable, TableFormat, fence_property, java_raised
 from ingest.formats.delta_checkpoints import (CHECKPOINT_INTERVAL_KEY, SPARK_CHECKPOINT_INTERVAL, LogCheckpointer,
@@ -119,10 +120,19 @@ class DeltaFormat(TableFormat):
         return None
 
     def register_for_analyst(self, ref: str, settings: "Settings", connection, name: str) -> None:
-        from deltalake import DeltaTable
-
-        dataset = DeltaTable(delta_rs_uri(ref), storage_options=delta_storage_options(settings)).to_pyarrow_dataset()
+        dataset = open_for_reader(ref, settings, "duckdb-delta").to_pyarrow_dataset()
         connection.register(name, dataset)
+
+
+def open_for_reader(ref: str, settings: "Settings", reader: str, version: int | None = None):
+    """delta-rs' DeltaTable of `ref` for a Spark-free `reader` (ingest.compatibility: delta-rs, DuckDB, pandas,
+    polars), after checking that the reader opens the table's features: ReaderLockedOut explains a table it cannot
+    open (e.g. typeWidening) where delta-rs would raise a bare DeltaProtocolError at the scan."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(delta_rs_uri(ref), version=version, storage_options=delta_storage_options(settings))
+    check_readable(f"delta:{ref}", "delta", set(table.protocol().reader_features or ()), reader)
+    return table
 
 
 class DeltaLakeTable(LakeTable):

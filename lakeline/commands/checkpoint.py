@@ -48,6 +48,7 @@ def run(args) -> ExitCode:
     from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
     from ingest.spark import build_spark
     from maintenance import checkpoints
+    from maintenance.presence import table_exists
 
     config, settings = load(args)
     out = output_of(args)
@@ -58,6 +59,8 @@ def run(args) -> ExitCode:
     def table_record():
         from pyspark.errors import AnalysisException
 
+        if table_exists(config, settings) is False:
+            return None  # the pipeline has not run yet: nothing committed
         try:
             return tables_for(spark, config, settings)[0].last_commit()
         except AnalysisException:  # table not created yet

@@ -44,14 +44,18 @@ def run(args) -> ExitCode:
     from ingest import replay
     from ingest.spark import build_spark
     from lakeline import render
+    from maintenance.presence import require_tables, spark_missing_tables
 
     config, settings = load(args)
     out = output_of(args)
+    tables = (None, config.sink.dead_letters)
+    require_tables(config, settings, args.pipeline, *tables)  # before Spark starts: a missing table in a second
     spark = build_spark(settings, f"lakeline-dead-letters-{args.action}")
-    if args.action == "show":
-        rows = replay.show(spark, config, settings, args.reason, args.limit)
-        out.result(rows, lambda: render.dead_letters(rows))
-        return ExitCode.OK
-    report = replay.replay(spark, config, settings, args.reason, _since(args.since), apply=args.apply)
+    with spark_missing_tables(config, settings, args.pipeline, *tables):
+        if args.action == "show":
+            rows = replay.show(spark, config, settings, args.reason, args.limit)
+            out.result(rows, lambda: render.dead_letters(rows))
+            return ExitCode.OK
+        report = replay.replay(spark, config, settings, args.reason, _since(args.since), apply=args.apply)
     out.result(report.to_json(), lambda: render.replay(report))
     return ExitCode.OK

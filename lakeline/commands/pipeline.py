@@ -15,7 +15,11 @@ from lakeline.output import output_arg, output_of
 
 
 def register(sub) -> None:
-    check = sub.add_parser("check-config", help="validate a pipeline YAML and print the resolved settings")
+    check = sub.add_parser("check-config", help="validate a pipeline YAML and print the resolved settings",
+                           description="Validates the YAML, prints the resolved settings (secrets masked) and, "
+                                       "where the table's store answers, what the next start would change in the "
+                                       "existing table, or its refusal (a narrowing; a widening that would lock a "
+                                       "supported reader out, docs/readers.md).")
     pipeline_arg(check)
     check.set_defaults(run=check_config)
 
@@ -94,9 +98,12 @@ def register(sub) -> None:
 
 
 def check_config(args) -> ExitCode:
+    from ingest.preflight import check_table
+
     config, settings = load(args)
-    print(json.dumps({"pipeline": config.model_dump(by_alias=True), "settings": settings.describe()},
-                     indent=2, default=str))
+    table = check_table(config, settings)
+    print(json.dumps({"pipeline": config.model_dump(by_alias=True), "settings": settings.describe(),
+                      "table": table}, indent=2, default=str))
     return ExitCode.OK
 
 
@@ -189,9 +196,13 @@ def reconcile(args) -> ExitCode:
     from ingest.reconcile import reconcile as audit
     from lakeline import render
     from ingest.spark import build_spark
+    from maintenance.presence import require_tables, spark_missing_tables
 
     config, settings = load(args)
-    report = audit(config, settings, build_spark(settings, "lakeline-reconcile"))
+    tables = (None, config.sink.dead_letters)
+    require_tables(config, settings, args.pipeline, *tables)  # a pipeline that never ran has nothing to audit
+    with spark_missing_tables(config, settings, args.pipeline, *tables):
+        report = audit(config, settings, build_spark(settings, "lakeline-reconcile"))
     output_of(args).result(report.to_json(), lambda: render.reconcile(report))
     return ExitCode.OK if report.exact else ExitCode.NOT_EXACT
 
@@ -200,6 +211,7 @@ def freshness(args) -> ExitCode:
     from ingest.spark import build_spark
     from maintenance import metrics
     from maintenance.freshness import check
+    from maintenance.presence import table_exists
 
     config, settings = load(args)
     try:
@@ -208,13 +220,17 @@ def freshness(args) -> ExitCode:
         raise ConfigError(f"--as-of {args.as_of!r} is not an ISO-8601 time") from None
     if as_of.tzinfo is None:
         raise ConfigError(f"--as-of {args.as_of!r}: give a time zone, e.g. 2026-11-22T10:00:00+00:00")
-    report = check(config, settings, build_spark(settings, "lakeline-freshness"), as_of)
+    # A pipeline that never ran has no table: judged without Spark (records waiting and no commit yet is stale).
+    spark = None if table_exists(config, settings) is False else build_spark(settings, "lakeline-freshness")
+    report = check(config, settings, spark, as_of)
     metrics.report(settings, "freshness", {"pipeline": config.pipeline}, metrics.freshness_figures(report))
 
     def text() -> str:
         lag = f"{'' if report.lag_exact else 'at least '}{report.lag_records:,}"
+        newest = report.last_commit_at or ("none" if report.table_exists else "none (the table does not exist "
+                                                                               "yet: the pipeline has not run)")
         lines = [f"{report.pipeline}: {'FRESH' if report.ok else 'STALE'} as of {report.as_of}; newest commit "
-                 f"{report.last_commit_at or 'none'}, lag {lag} records"]
+                 f"{newest}, lag {lag} records"]
         return "\n".join(lines + [f"  ! {problem}" for problem in report.problems])
 
     output_of(args).result(report.to_json(), text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -89,9 +90,11 @@ def _open(args):
     from ingest.settings import load_settings
     from ingest.spark import build_spark
     from maintenance.policy import load_table
+    from maintenance.presence import require_tables
 
     table = load_table(args.table, args.conf_dir)
     settings = load_settings()
+    require_tables(table.pipeline, settings, _pipeline_file(table), table.sink_table())  # before Spark starts
     interval = _interval(args)
     now = _moment(args.now, "--now") if args.now else interval[1] if interval else datetime.now(UTC)
     if args.command == "retain" and args.delete and now > datetime.now(UTC) + timedelta(minutes=5):
@@ -101,13 +104,25 @@ def _open(args):
     return table, settings, build_spark(settings, f"lakeline-{args.command}-{table.name}"), now, interval
 
 
+def _pipeline_file(table) -> str:
+    return os.path.relpath((table.path.parent / table.policy.pipeline).resolve())
+
+
+def _missing(table, settings):
+    """Spark's "not found" (a JDBC catalog) as the same one line as the check before Spark."""
+    from maintenance.presence import spark_missing_tables
+
+    return spark_missing_tables(table.pipeline, settings, _pipeline_file(table), table.sink_table())
+
+
 def run_health(args) -> ExitCode:
     from lakeline import render
     from maintenance.health import collect_health, health_json, plot_sizes
 
     table, settings, spark, now, _ = _open(args)
     out = output_of(args)
-    health = collect_health(spark, table, settings, now)
+    with _missing(table, settings):
+        health = collect_health(spark, table, settings, now)
     data = health_json(health)
     if args.save_sizes:
         data["file_sizes"] = health.file_sizes
@@ -128,7 +143,7 @@ def run_compact(args) -> ExitCode:
 
     table, settings, spark, now, interval = _open(args)
     out = output_of(args)
-    with out.progress(f"compacting {table.name}") as advance:
+    with _missing(table, settings), out.progress(f"compacting {table.name}") as advance:
         result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
                          include_hot=args.include_hot, interval=interval, on_progress=advance)
     if not args.dry_run:
@@ -144,9 +159,10 @@ def run_retain(args) -> ExitCode:
 
     table, settings, spark, now, _ = _open(args)
     out = output_of(args)
-    result = retain(spark, table, settings, now, dry_run=not args.delete,
-                    retain_override=parse_duration(args.retain) if args.retain else None,
-                    orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None)
+    with _missing(table, settings):
+        result = retain(spark, table, settings, now, dry_run=not args.delete,
+                        retain_override=parse_duration(args.retain) if args.retain else None,
+                        orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None)
     # A dry run and a real one are separate groups: a scheduled dry run must not replace the last deletion's figures.
     metrics.report(settings, "retention", {"table": table.name, "mode": "dry_run" if result.dry_run else "delete"},
                    metrics.retention_figures(result))

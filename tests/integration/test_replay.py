@@ -1,12 +1,14 @@
 """Dead-letter replay after a schema fix, twice, beside a running stream: exactly once (about 45 s per format;
-Iceberg in the heavy tier)."""
+Iceberg in the heavy tier). The dead letters and the dry run's records render as rows (milliseconds)."""
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 
 import pytest
+from rich.console import Console
 
 from ingest.config import load_pipeline
 from ingest.formats import tables_for
@@ -14,9 +16,16 @@ from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
 from ingest.replay import replay, show
+from lakeline import render
 from tests.helpers import BASE_SCHEMA, pipeline_dict, row_count, wait_for, write_pipeline
 
 pytestmark = pytest.mark.integration
+
+
+def _rendered(renderable) -> str:
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
 
 
 def _order(i: int, **extra) -> dict:
@@ -42,6 +51,9 @@ def test_replay_after_a_schema_fix_twice_beside_a_running_stream_is_exact(fmt, c
     wait_for(lambda: row_count(main) == 200 and row_count(dead) == 25, "the first records to land")
     waiting = show(spark, config, settings, reason="missing_required_field", limit=50)
     assert len(waiting) == 20 and all("order_id" in row["_error_detail"] for row in waiting)
+    shown = _rendered(render.dead_letters(waiting))  # rows a person reads: times ISO-8601, no Python reprs
+    assert shown.splitlines()[0].split()[:4] == ["topic", "partition", "offset", "ingested_at"]
+    assert waiting[0]["_ingested_at"].isoformat(timespec="seconds") in shown and "datetime" not in shown
 
     # The fix: order_id becomes optional. The stream keeps running on its old config meanwhile.
     fixed = {**data, "schema": {**BASE_SCHEMA, "fields": [{**f, "required": False} if f["name"] == "order_id" else f
@@ -50,6 +62,10 @@ def test_replay_after_a_schema_fix_twice_beside_a_running_stream_is_exact(fmt, c
     dry = replay(spark, fixed_config, settings)
     assert (dry.selected, dry.already_replayed, dry.now_parse) == (25, 0, 20)
     assert dry.still_failing == {"malformed_json": 5} and main.read().count() == 200  # a dry run writes nothing
+    listed = _rendered(render.replay(dry)).splitlines()
+    assert listed[-6].split()[:4] == ["topic", "partition", "offset", "kafka_timestamp"]
+    assert all("malformed_json" in line and "+00:00" in line for line in listed[-5:]), listed
+    assert "datetime" not in "\n".join(listed) and "{'" not in "\n".join(listed)
     done = replay(spark, fixed_config, settings, reason="missing_required_field", apply=True)
     assert (done.selected, done.now_parse) == (20, 20)
     again = replay(spark, fixed_config, settings, apply=True)
