@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -127,20 +128,29 @@ def _spark_sql_once(sql: str) -> int:
     return 0
 
 
-def _start_endpoint(pipelines: Path, env: dict, log: Path) -> subprocess.Popen:
-    from ingest.settings import load_settings
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start_endpoint(pipelines: Path, env: dict, log: Path, settings) -> tuple[subprocess.Popen, object]:
+    """`lakeline sql-endpoint` over `pipelines` on free loopback ports; (the process, settings that reach it)."""
     from ingest.sql_endpoint import beeline
 
-    process = subprocess.Popen([*LAKELINE, "sql-endpoint", "--pipeline", str(pipelines)], env=env,
-                               stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    settings = settings.model_copy(update={"sql_endpoint_port": _free_port(),
+                                           "sql_endpoint_connect_port": _free_port()})
+    process = subprocess.Popen([*LAKELINE, "sql-endpoint", "--pipeline", str(pipelines), "--host", "127.0.0.1",
+                                "--port", str(settings.sql_endpoint_port),
+                                "--connect-port", str(settings.sql_endpoint_connect_port)],
+                               env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 600
-    settings = load_settings()
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"lakeline sql-endpoint exited {process.returncode}: {log.read_text()[-2000:]}")
         if "sql endpoint ready" in log.read_text():
             beeline(settings, ["SELECT 1"])
-            return process
+            return process, settings
         time.sleep(1)
     raise RuntimeError(f"lakeline sql-endpoint not ready in 600 s: {log.read_text()[-2000:]}")
 
@@ -202,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import lakeline.tables
 
-    endpoint = None
+    endpoint, endpoint_settings = None, settings
     if {"beeline", "connect"} & set(args.systems):
         print("starting the SQL endpoint ...", flush=True)
-        endpoint = _start_endpoint(pipelines, env, workdir / "sql-endpoint.log")
+        endpoint, endpoint_settings = _start_endpoint(pipelines, env, workdir / "sql-endpoint.log", settings)
     results, differ = [], []
     try:
         from ingest.sql_endpoint import time_query
@@ -224,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                 paths = {
                     "query": lambda duck=duck: _cli_query(pipelines, duck, env),
                     "notebook": notebook,
-                    "beeline": lambda s=spark_sql: time_query(settings, s, "beeline").rows,
-                    "connect": lambda s=spark_sql: time_query(settings, s, "connect").rows,
+                    "beeline": lambda s=spark_sql: time_query(endpoint_settings, s, "beeline").rows,
+                    "connect": lambda s=spark_sql: time_query(endpoint_settings, s, "connect").rows,
                     "spark": lambda s=spark_sql: _spark_fresh(s, env),
                 }
                 row = {"format": fmt, "question": question}
