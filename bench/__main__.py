@@ -6,7 +6,7 @@
     .venv/bin/python -m bench --tag full      # results named *-<date>-full, so a second run that day keeps the first
 
 Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
-recovery / multi_pipeline, each with --help); this runs them with the reference arguments below, or the quick
+recovery / multi_pipeline / query, each with --help); this runs them with the reference arguments below, or the quick
 ones. latency_iceberg is bench.latency into Iceberg (with the Flink peer once `bash infra/flink.sh` installed
 it), drain_kinesis is bench.drain from Kinesis.
 """
@@ -18,7 +18,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, latency, multi_pipeline, recovery, summary
+from bench import compaction, drain, drain_peers, latency, multi_pipeline, query, recovery, summary
 from bench.common import RESULTS, result_name
 
 ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
@@ -32,6 +32,7 @@ REFERENCE = {
     "drain_kinesis": ["--source", "kinesis", "--count", "200000", "--shards", "4", "--max-offsets-per-trigger",
                       "50000"],
     "multi_pipeline": ["--counts", "1", "4", "8", "--rate", "50", "--warmup", "20", "--seconds", "60"],
+    "query": ["--rows", "1000000"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
@@ -44,9 +45,11 @@ QUICK = {
     "drain_kinesis": ["--source", "kinesis", "--count", "3000", "--shards", "2", "--max-offsets-per-trigger", "1000",
                       "--no-write"],
     "multi_pipeline": ["--counts", "2", "--rate", "20", "--warmup", "3", "--seconds", "6", "--no-write"],
+    "query": ["--rows", "2000", "--runs", "1", "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
-           "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline}
+           "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline,
+           "query": query}
 
 
 def main(argv: list[str] | None = None) -> int:
