@@ -108,20 +108,26 @@ def _cli_query(pipelines: Path, sql: str, env: dict) -> list:
     return json.loads(done.stdout)
 
 
-def _spark_fresh(sql: str, env: dict) -> list:
-    done = subprocess.run([sys.executable, "-m", "bench.query", "--spark-sql", sql], capture_output=True, text=True,
-                          env=env, timeout=900)
+def _spark_fresh(pipelines: Path, sql: str, env: dict) -> list:
+    done = subprocess.run([sys.executable, "-m", "bench.query", "--spark-sql", sql, "--pipelines", str(pipelines)],
+                          capture_output=True, text=True, env=env, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"the Spark SQL process exited {done.returncode}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _spark_sql_once(sql: str) -> int:
-    """The fresh-session path: start Lakeline's Spark session, run `sql`, print the rows as one JSON line."""
+def _spark_sql_once(sql: str, pipelines: Path) -> int:
+    """The fresh-session path: start Lakeline's Spark session, name the pipelines' tables as the endpoint does
+    (temporary views), run `sql`, print the rows as one JSON line."""
+    from ingest.config import load_pipeline
     from ingest.settings import load_settings
     from ingest.spark import build_spark
+    from ingest.sql_endpoint import registrations
 
-    spark = build_spark(load_settings(), "lakeline-bench-query-spark")
+    settings = load_settings()
+    spark = build_spark(settings, "lakeline-bench-query-spark")
+    for view in registrations([load_pipeline(p) for p in sorted(pipelines.glob("*.yaml"))], settings):
+        spark.sql(f"CREATE TEMPORARY VIEW `{view.name}` AS SELECT * FROM {view.source}")
     rows = [list(row) for row in spark.sql(sql).collect()]
     print(json.dumps(rows, default=str))
     spark.stop()
@@ -163,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed runs per path and question (median; default 3)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
     parser.add_argument("--spark-sql", metavar="SQL", help=argparse.SUPPRESS)  # the fresh-session child process
+    parser.add_argument("--pipelines", type=Path, help=argparse.SUPPRESS)  # ... and its pipelines' folder
     args = parser.parse_args(argv)
     if args.spark_sql:
-        return _spark_sql_once(args.spark_sql)
+        return _spark_sql_once(args.spark_sql, args.pipelines)
 
     from infra import stack
     from ingest.config import PipelineConfig
@@ -236,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                     "notebook": notebook,
                     "beeline": lambda s=spark_sql: time_query(endpoint_settings, s, "beeline").rows,
                     "connect": lambda s=spark_sql: time_query(endpoint_settings, s, "connect").rows,
-                    "spark": lambda s=spark_sql: _spark_fresh(s, env),
+                    "spark": lambda s=spark_sql: _spark_fresh(pipelines, s, env),
                 }
                 row = {"format": fmt, "question": question}
                 for system in args.systems:

@@ -48,11 +48,18 @@ else
     mv "$building"/pyspark-*.whl "$WHEELHOUSE"/ && rmdir "$building"  # whole wheels only, if interrupted
   fi
   log "venv: installing locked dependencies (first run takes a few minutes)"
-  .venv/bin/uv pip install -q --python .venv/bin/python --find-links "$WHEELHOUSE" -r infra/requirements.lock
+  # --compile-bytecode: the whole site-packages as .pyc once here. Where PYTHONDONTWRITEBYTECODE is set, Python
+  # never writes them itself and every process compiles pyspark, pandas and pyarrow again: most of a cold
+  # `lakeline query`, and of every `lakeline` process a test or a DAG task starts.
+  .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python --find-links "$WHEELHOUSE" \
+    -r infra/requirements.lock
   .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   echo "$LOCK_HASH" > "$STAMP"
   log "venv: ready"
 fi
+
+# Lakeline's own modules as .pyc too (a few seconds; a module edited later is compiled afresh, by its time stamp).
+.venv/bin/python -m compileall -q ingest lakeline maintenance dags infra bench >/dev/null
 
 .venv/bin/python infra/resolve_jars.py --python .venv/bin/python
 

@@ -22,7 +22,7 @@ from ingest.adapters.kinesis import KinesisClient, client_options
 from ingest.commits import CommitRecord, Offsets
 from ingest.config import PipelineConfig, parse_duration
 from ingest.errors import ConfigError
-from ingest.formats import tables_for
+from ingest.formats import format_for, tables_for
 from ingest.settings import Settings
 
 if TYPE_CHECKING:
@@ -102,13 +102,20 @@ def evaluate(config: PipelineConfig, last_commit_at: datetime | None, lag: int, 
 
 def check(config: PipelineConfig, settings: Settings, spark: "SparkSession | None", as_of: datetime
           ) -> FreshnessReport:
-    """Observe the table's newest commit and the source's lag, then evaluate the SLA. `spark` None: the table does
-    not exist yet (maintenance.presence said so), and the source alone is observed."""
+    """Observe the table's newest commit and the source's lag, then evaluate the SLA. The table is read through
+    its Spark-free reader facet, or through `spark` when given (an Iceberg JDBC catalog, which only Spark opens)."""
     record = last_at = None
-    exists = spark is not None
-    if spark is not None:
+    if spark is None:
+        fmt = format_for(config.sink.format)
+        reader = fmt.reader(fmt.ref(config, settings), settings)
+        exists = reader.exists()
+        newest = reader.last_commit(config.pipeline) if exists else None
+        if newest is not None:
+            record, last_at = newest.record, newest.committed_at
+    else:
         from pyspark.errors import AnalysisException  # heavy: pyspark loads with the session that calls this
 
+        exists = True
         main, _ = tables_for(spark, config, settings)
         try:
             record = main.last_commit()

@@ -220,8 +220,9 @@ def freshness(args) -> ExitCode:
         raise ConfigError(f"--as-of {args.as_of!r} is not an ISO-8601 time") from None
     if as_of.tzinfo is None:
         raise ConfigError(f"--as-of {args.as_of!r}: give a time zone, e.g. 2026-11-22T10:00:00+00:00")
-    # A pipeline that never ran has no table: judged without Spark (records waiting and no commit yet is stale).
-    spark = None if table_exists(config, settings) is False else build_spark(settings, "lakeline-freshness")
+    # Without Spark (the table's reader facet), unless only Spark can open the catalog (an Iceberg JDBC catalog).
+    # A pipeline that never ran has no table: records waiting and no commit yet is stale.
+    spark = build_spark(settings, "lakeline-freshness") if table_exists(config, settings) is None else None
     report = check(config, settings, spark, as_of)
     metrics.report(settings, "freshness", {"pipeline": config.pipeline}, metrics.freshness_figures(report))
 
