@@ -68,7 +68,9 @@ class Session:
         if key not in self._readers:
             config, table = self.names[key]
             fmt = format_for(config.sink.format)
-            hint = f"run `lakeline ingest --pipeline {self.files.get(config.pipeline) or 'FILE'}` first"
+            # The same words as maintenance.presence's line for the Spark commands.
+            hint = (f"the pipeline {config.pipeline} has not run (its first start creates it: `lakeline ingest "
+                    f"--pipeline {self.files.get(config.pipeline) or 'FILE'}`)")
             self._readers[key] = fmt.reader(fmt.ref(config, self.settings, None if table == config.sink.table
                                                     else table), self.settings, hint, self.count_files)
         return self._readers[key]

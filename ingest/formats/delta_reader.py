@@ -19,7 +19,9 @@ from ingest.formats.table_reader import AsOf, TableCounts, TableReader, Version,
 if TYPE_CHECKING:
     from ingest.settings import Settings
 
-READER = "delta-rs"  # the reader name ingest.compatibility knows this read by
+# The reader ingest.compatibility knows these reads by: `lakeline query` and the notebook API are DuckDB over
+# delta-rs' Arrow dataset (the same features as delta-rs alone).
+READER = "duckdb-delta"
 _RECENT = 100  # history entries read first by last_commit(), before the whole log
 
 
