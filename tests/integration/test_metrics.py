@@ -1,6 +1,7 @@
 """`lakeline --log-format json ingest --metrics-port P`: metrics scraped while a real stream runs (parsed with
 prometheus_client's parser) agree with reconcile; the lag gauge falls to 0 once the backlog is drained; every
-line the command writes (its own, the per-batch lines, Spark's) is one JSON object.
+line the command writes (its own, the per-batch lines, Spark's) is one JSON object; `lakeline tables` beside the
+running stream shows the table complete through every produced record.
 
 Cost (2 cores): about 70 s (one driver subprocess, three batches). Heavy: CI runs it.
 """
@@ -20,7 +21,7 @@ from ingest.config import load_pipeline
 from ingest.produce import BAD_KINDS, produce
 from ingest.reconcile import reconcile
 from infra.procs import free_port
-from tests.helpers import pipeline_dict, wait_for, write_pipeline
+from tests.helpers import lakeline_in_process, pipeline_dict, wait_for, write_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -41,7 +42,7 @@ def total(families: dict[str, list], name: str) -> float:
     return sum(s.value for s in families.get(name, []) if s.name in (name, f"{name}_total"))
 
 
-def test_metrics_during_a_run_agree_with_reconcile_and_logs_are_json(conf_dir, settings, spark, tmp_path):
+def test_metrics_during_a_run_agree_with_reconcile_and_logs_are_json(conf_dir, settings, spark, tmp_path, capsys):
     data = pipeline_dict("delta")
     data["source"]["max_offsets_per_trigger"] = 1000
     path = write_pipeline(conf_dir, data)
@@ -69,6 +70,15 @@ def test_metrics_during_a_run_agree_with_reconcile_and_logs_are_json(conf_dir, s
                  "lakeline_batches_total", "lakeline_seconds_since_last_commit", "lakeline_committed_offset",
                  "lakeline_batch_duration_seconds_count")
         print("[scrape]\n" + "\n".join(line for line in text.splitlines() if line.startswith(shown)))
+        # The analyst's freshness listing beside the running stream (about 1 s, no Spark): the positions the table
+        # is complete through are every produced record, nothing waits, the SLA holds.
+        code, listing, _ = lakeline_in_process(capsys, "tables", "--pipeline", str(path), "--output", "json")
+        assert code == 0, listing
+        statuses = json.loads(listing)
+        [main] = [t for t in statuses if t["kind"] == "main"]
+        assert main["created"] and main["newest_commit_at"] and main["sla"] == "FRESH", main
+        assert sum(o for parts in main["complete_through"].values() for o in parts.values()) == 3000, main
+        assert main["waiting_records"] == 0 and main["rows"] == 3000 - produced.bad_total, main
         driver.send_signal(signal.SIGTERM)
         assert driver.wait(120) == 0, (tmp_path / "stderr").read_text()[-3000:]
     finally:
