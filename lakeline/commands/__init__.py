@@ -1,5 +1,9 @@
 """One module per command group; each has `register(subparsers)`."""
 
+from pathlib import Path
+
+from ingest.errors import ConfigError
+
 
 def actions(parser):
     """`<command> ACTION [flags]`: each action a subparser of its own with only the flags it takes (a flag given to
@@ -28,3 +32,17 @@ def load(args):
     from ingest.settings import load_settings
 
     return load_pipeline(args.pipeline), load_settings()
+
+
+def pipeline_files(given: list[str]) -> list[Path]:
+    """The pipeline YAMLs named by --pipeline: files as given, folders as every *.yaml in them (sorted)."""
+    files: list[Path] = []
+    for entry in map(Path, given):
+        if entry.is_dir():
+            found = sorted(entry.glob("*.yaml"))
+            if not found:
+                raise ConfigError(f"--pipeline {entry}: the folder holds no *.yaml pipeline files")
+            files += found
+        else:
+            files.append(entry)
+    return files

@@ -41,7 +41,7 @@ def run(args) -> ExitCode:
     from ingest.config import load_pipeline
     from ingest.settings import load_settings
     from ingest.sql_endpoint import serve
-    from lakeline.commands.pipeline import _pipeline_files as pipeline_files
+    from lakeline.commands import pipeline_files
 
     settings = load_settings()
     chosen = {"sql_endpoint_host": args.host, "sql_endpoint_port": args.port,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ingest.errors import ConfigError, ExitCode
-from lakeline.commands import load, pipeline_arg
+from lakeline.commands import load, pipeline_arg, pipeline_files
 from lakeline.output import output_arg, output_of
 
 
@@ -126,7 +126,7 @@ def ingest_run(args) -> ExitCode:
     from ingest.config import load_pipeline
     from ingest.settings import load_settings
 
-    configs, settings = [load_pipeline(path) for path in _pipeline_files(args.pipeline)], load_settings()
+    configs, settings = [load_pipeline(path) for path in pipeline_files(args.pipeline)], load_settings()
     if len(configs) > 1 and args.standby:
         raise ConfigError("--standby takes one --pipeline: start a standby per pipeline")
     with ExitStack() as closing:
@@ -176,20 +176,6 @@ def _serve_metrics(events, host: str, port: int, closing: ExitStack) -> None:
     closing.callback(server.server_close)  # runs after shutdown (callbacks run last-in, first-out)
     closing.callback(server.shutdown)
     logging.getLogger("lakeline").info(f"lakeline: metrics on http://{host}:{server.server_port}/metrics")
-
-
-def _pipeline_files(given: list[str]) -> list[Path]:
-    """The pipeline YAMLs named by --pipeline: files as given, folders as every *.yaml in them (sorted)."""
-    files: list[Path] = []
-    for entry in map(Path, given):
-        if entry.is_dir():
-            found = sorted(entry.glob("*.yaml"))
-            if not found:
-                raise ConfigError(f"--pipeline {entry}: the folder holds no *.yaml pipeline files")
-            files += found
-        else:
-            files.append(entry)
-    return files
 
 
 def reconcile(args) -> ExitCode:

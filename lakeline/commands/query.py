@@ -67,10 +67,10 @@ def register(sub) -> None:
 def pipelines(args) -> list[tuple]:
     """(config, file) of every pipeline --pipeline names, or of every YAML in CONF_DIR/pipelines."""
     from ingest.config import load_pipeline
-    from lakeline.commands.pipeline import _pipeline_files
+    from lakeline.commands import pipeline_files
 
     if args.pipeline:
-        files = _pipeline_files(args.pipeline)
+        files = pipeline_files(args.pipeline)
     else:
         folder = Path(args.conf_dir) / "pipelines"
         files = sorted(folder.glob("*.yaml"))

@@ -17,3 +17,12 @@ def isolated_environment(monkeypatch, tmp_path_factory):
     empty = tmp_path_factory.getbasetemp() / "empty.env"
     empty.touch()
     monkeypatch.setenv("LAKELINE_ENV_FILE", str(empty))
+
+
+@pytest.fixture
+def jars(tmp_path):
+    """A jars folder holding the connector and runtime jar names Spark's configuration looks for (empty files)."""
+    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar",
+                 "lakeline-spark-runtime.jar"):
+        (tmp_path / name).write_bytes(b"")
+    return tmp_path

@@ -5,14 +5,6 @@ from ingest.settings import Settings
 from ingest.spark import jdbc_uri, spark_conf
 
 
-@pytest.fixture
-def jars(tmp_path):
-    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar",
-                 "lakeline-spark-runtime.jar"):
-        (tmp_path / name).write_bytes(b"")
-    return tmp_path
-
-
 def test_local_endpoint_uses_path_style_s3a_and_shared_catalog(jars):
     settings = Settings(s3_endpoint="http://127.0.0.1:9999", aws_access_key_id="a", aws_secret_access_key="b",
                         warehouse="s3a://bucket/wh", iceberg_catalog_uri="sqlite:////tmp/c.db",

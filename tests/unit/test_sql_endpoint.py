@@ -15,14 +15,6 @@ from ingest.sql_endpoint import (CONNECT_PLUGIN, beeline, beeline_command, check
 from tests.helpers import pipeline_dict, write_pipeline
 
 
-@pytest.fixture
-def jars(tmp_path):
-    for name in ("delta-spark_4.1_2.13-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.11.0.jar",
-                 "lakeline-spark-runtime.jar"):
-        (tmp_path / name).write_bytes(b"")
-    return tmp_path
-
-
 def _settings(jars=None, **fields) -> Settings:
     return Settings(warehouse="s3a://bucket/wh", iceberg_catalog_uri="sqlite:////tmp/c.db",
                     spark_jars_dir=str(jars) if jars else None, **fields)
