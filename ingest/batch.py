@@ -278,8 +278,10 @@ class BatchCommitter:
     def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
         with them; also decode it again when an earlier batch of this query added columns its plan does not know
-        (None: nothing to do). The schema commits before the data: a crash in between leaves columns that a replay
-        of the batch fills."""
+        (None: nothing to do). All the fields are added in one schema commit, before the data: a crash in between
+        leaves columns that a replay of the batch fills. A rescued value carries its whole undeclared subtree (a new
+        struct, nested arrays of objects), typed over every sampled value, so one round adds every field the values
+        allow and the batch is decoded again once."""
         from pyspark.sql import functions as F
 
         from ingest.events import SchemaEvolved
@@ -290,9 +292,11 @@ class BatchCommitter:
             r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
                                          & is_new(self._main_end, coords))
             .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
-        changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config))
+        changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config),
+                            timestamps=self.config.record_schema.infer_timestamps)
         if changes:
-            self.main.evolve(changes)
+            self._maybe_crash("before-schema-evolve", batch_id)
+            self.main.evolve(changes)  # one table commit for all of them
             self.events.emit(SchemaEvolved(pipeline=self.config.pipeline, table=self.main.display_name,
                                            changes=[c.describe() for c in changes], batch_id=batch_id))
             self._maybe_crash("after-schema-evolve", batch_id)
