@@ -167,7 +167,9 @@ def heterogeneous_event(index: int, rng: random.Random, base: datetime) -> tuple
                        "owner": {"login": "acme", "id": 1, "plan": {"name": "team", "seats": rng.randint(1, 50)}}},
         "installation": {"id": rng.getrandbits(20), "created_at": installed},
     }
-    event[kind] = {_POOL[i][0]: _POOL[i][1](rng, moment) for i in _type_fields(kind)}
+    subject = event.setdefault(kind, {})  # `repository` and `installation` events widen the envelope's object
+    for i in _type_fields(kind):
+        subject.setdefault(_POOL[i][0], _POOL[i][1](rng, moment))
     return kind, event
 
 
@@ -179,7 +181,8 @@ def heterogeneous(count: int, seed: int | None = None) -> Iterator[tuple[str, li
     for index in range(count):
         kind, event = heterogeneous_event(index, rng, base)
         headers = [(EVENT_HEADER, kind.encode()), ("X-Delivery", event["delivery"].encode())]
-        yield str(event["repository"]["id"]), headers, json.dumps(event, separators=(",", ":")).encode()
+        payload = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+        yield str(event["repository"]["id"]), headers, payload
 
 
 def wide_events(n_fields: int, count: int, seed: int | None = None) -> Iterator[tuple[str, bytes]]:
