@@ -56,7 +56,7 @@ def schema_commits(table, fmt: str) -> int:
 
 def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) -> dict:
     from ingest.config import PipelineConfig
-    from ingest.corpus import wide_events
+    from ingest.corpus import heterogeneous, wide_events
     from ingest.events import BatchCommitted, Events, Recorder
     from ingest.formats import tables_for
     from ingest.pipeline import Pipeline
@@ -69,12 +69,12 @@ def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) 
         "source": {"kind": "kafka", "topics": [name], "starting_offsets": "earliest",
                    "max_offsets_per_trigger": 250_000},
         "sink": {"format": fmt, "table": name, "namespace": "bench"}})
-    if case == "events":
-        produce(config, settings, records, seed=33, partitions=2, corpus="events")
-    else:
-        lines = workdir / f"{name}.jsonl"
-        lines.write_bytes(b"".join(p + b"\n" for _, p in wide_events(int(case.split("-")[1]), records, seed=33)))
-        produce(config, settings, 0, partitions=2, from_file=lines)
+    # As a file (the headers do not matter here), so that an older revision's `produce` sends the same records.
+    payloads = ([p for _, _, p in heterogeneous(records, seed=33)] if case == "events"
+                else [p for _, p in wide_events(int(case.split("-")[1]), records, seed=33)])
+    lines = workdir / f"{name}.jsonl"
+    lines.write_bytes(b"".join(p + b"\n" for p in payloads))
+    produce(config, settings, 0, partitions=2, from_file=lines)
     recorder = Recorder()
     began = time.perf_counter()
     Pipeline(config, settings, spark=spark, trigger="available-now", events=Events(recorder)).run(
