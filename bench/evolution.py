@@ -3,10 +3,11 @@ the embedded stack. Prints a table and writes bench/results/evolution-<date>.{js
 
     .venv/bin/python -m bench.evolution --fields 10 100 500
 
-Each case is a new topic and pipeline (declared: `event_type` and `delivery`, `schema.evolution: add`) drained with
-trigger available-now in one Spark session: `wide-N` is --records records of `ingest.corpus.wide_events(N)` (the
-same N leaf fields in every record, ten per struct, every other struct a level deeper); `events` is the `events`
-corpus (`ingest.corpus.heterogeneous`: sixty event types, hundreds of nested fields, a type conflict). Reported per
+Each case is a new topic and pipeline (declared: `event_type`, `delivery` and `ctx: struct<id: string>`,
+`schema.evolution: add`) drained with trigger available-now in one Spark session: `wide-N` is --records records of
+`ingest.corpus.wide_events(N)` (the same N new fields `ctx.f<i>` in every record: N schema changes); `events` is
+the `events` corpus (`ingest.corpus.heterogeneous`: sixty event types, hundreds of nested fields, a type
+conflict). Reported per
 case: `first_batch_s`, the first batch's foreachBatch seconds (decode, the evolution, the dead-letter and table
 commits: from the batch's start to its commit being visible), its `scan_s` phase (decode and evolution), the run's
 wall seconds, the schema commits the evolution made (Delta: ADD COLUMNS versions; Iceberg: new schemas), the
@@ -29,7 +30,8 @@ from bench.common import document, write
 from ingest.formats import FORMAT_NAMES
 
 DECLARED = {"fields": [{"name": "event_type", "type": "string", "required": True},
-                       {"name": "delivery", "type": "string", "required": True}], "evolution": "add"}
+                       {"name": "delivery", "type": "string", "required": True},
+                       {"name": "ctx", "type": "struct<id: string>"}], "evolution": "add"}
 
 
 def _leaves(data_type) -> int:
@@ -84,7 +86,7 @@ def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) 
     report = reconcile(config, settings, spark)
     table = tables_for(spark, config, settings)[0]
     added = sum(_leaves(f.dataType) for f in table.table_schema().fields
-                if f.name not in {"event_type", "delivery"} and not f.name.startswith("_"))
+                if f.name not in {"event_type", "delivery"} and not f.name.startswith("_")) - 1  # ctx.id
     return {"format": fmt, "case": case, "records": records, "fields_added": added,
             "first_batch_s": round(first.seconds, 2), "scan_s": round(first.phases.get("scan", 0.0), 2),
             "run_s": round(wall, 2), "schema_commits": schema_commits(table, fmt), "rows": report.rows,

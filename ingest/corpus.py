@@ -186,16 +186,15 @@ def heterogeneous(count: int, seed: int | None = None) -> Iterator[tuple[str, li
 
 
 def wide_events(n_fields: int, count: int, seed: int | None = None) -> Iterator[tuple[str, bytes]]:
-    """(key, payload) of `count` records that each carry `event_type` and `delivery` and the same `n_fields` new
-    leaf fields, nested: ten leaves per struct `g<j>` (every other struct one level deeper, `g<j>.inner`), of mixed
-    types. The first batch of a topic of them adds all `n_fields` fields."""
+    """(key, payload) of `count` records that each carry `event_type`, `delivery`, `ctx.id` and the same `n_fields`
+    new nested fields `ctx.f<i>` of mixed types: declared `ctx: struct<id: string>`, the first batch adds
+    `n_fields` fields to a struct the table has, each its own schema change."""
     rng = random.Random(seed)
     makers = (lambda: rng.randint(0, 10**9), lambda: f"s{rng.randint(0, 999)}", lambda: round(rng.random(), 4),
               lambda: rng.random() < 0.5)
     for index in range(count):
-        event: dict = {"event_type": "wide", "delivery": f"d{index}"}
+        ctx: dict = {"id": f"c{index}"}
         for leaf in range(n_fields):
-            group = event.setdefault(f"g{leaf // 10}", {})
-            target = group.setdefault("inner", {}) if (leaf // 10) % 2 else group
-            target[f"f{leaf % 10}"] = makers[leaf % len(makers)]()
+            ctx[f"f{leaf}"] = makers[leaf % len(makers)]()
+        event = {"event_type": "wide", "delivery": f"d{index}", "ctx": ctx}
         yield f"k{index % 16}", json.dumps(event, separators=(",", ":")).encode()
