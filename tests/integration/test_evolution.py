@@ -210,7 +210,8 @@ def test_add_mode_is_exact_across_a_kill_at_each_point_of_an_evolution(fmt, poin
 
 # ---- an evolution in one schema commit: the heterogeneous `events` corpus ----------------------------------------
 EVENTS_SCHEMA = {"fields": [{"name": "event_type", "type": "string", "required": True},
-                            {"name": "delivery", "type": "string", "required": True}], "evolution": "add"}
+                            {"name": "delivery", "type": "string", "required": True}], "evolution": "add",
+                 "infer_timestamps": True}
 EVENTS = 329
 
 
@@ -244,6 +245,10 @@ def _check_events_landed(config, settings, spark, fmt: str) -> None:
     assert schema["repository"].dataType["owner"].dataType["plan"].dataType["seats"].dataType.simpleString() == \
         "bigint"
     assert "deprecated" not in schema.fieldNames() and "@version" not in schema.fieldNames()
+    assert schema["discussion_comment"].dataType["created_at"].dataType.simpleString() == "timestamp"
+    assert schema["dependabot_alert"].dataType["due_on"].dataType.simpleString() == "date"
+    comment = table.read().filter("event_type = 'discussion_comment'").first()["discussion_comment"]
+    assert comment["created_at"].year == 2026  # an ISO string read into the evolved timestamp column
     push = table.read().filter("event_type = 'push'").first()
     assert push["push"]["commits"][0]["author"]["name"] == "Ada" and push["repository"]["owner"]["login"] == "acme"
     assert json.loads(push["_rescued_data"])["@version"] == "1"
