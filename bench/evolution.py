@@ -7,7 +7,7 @@ Each case is a new topic and pipeline (declared: `event_type`, `delivery` and `c
 `schema.evolution: add`) drained with trigger available-now in one Spark session: `wide-N` is --records records of
 `ingest.corpus.wide_events(N)` (the same N new fields `ctx.f<i>` in every record: N schema changes); `events` is
 the `events` corpus (`ingest.corpus.heterogeneous`: sixty event types, hundreds of nested fields, a type
-conflict). Reported per
+conflict), with `infer_timestamps`. Reported per
 case: `first_batch_s`, the first batch's foreachBatch seconds (decode, the evolution, the dead-letter and table
 commits: from the batch's start to its commit being visible), its `scan_s` phase (decode and evolution), the run's
 wall seconds, the schema commits the evolution made (Delta: ADD COLUMNS versions; Iceberg: new schemas), the
@@ -67,7 +67,7 @@ def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) 
 
     name = f"bench_evolve_{fmt}_{case.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
     config = PipelineConfig.model_validate({
-        "pipeline": name, "schema": DECLARED,
+        "pipeline": name, "schema": {**DECLARED, "infer_timestamps": True} if case == "events" else DECLARED,
         "source": {"kind": "kafka", "topics": [name], "starting_offsets": "earliest",
                    "max_offsets_per_trigger": 250_000},
         "sink": {"format": fmt, "table": name, "namespace": "bench"}})
