@@ -288,10 +288,14 @@ class BatchCommitter:
         from ingest.evolution import additions
         from ingest.transforms import decode, is_new, raw_fields, pipeline_columns, record_columns
 
+        # In source order (the first position each distinct object has), so that a type conflict keeps the same
+        # first-seen type on every run and format, as `schema infer` reading from the start does.
+        first = F.min(F.struct(coords.source, coords.partition, coords.position)).alias("first")
         texts = [] if not rescued else [
             r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
                                          & is_new(self._main_end, coords))
-            .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
+            .groupBy("_rescued_data").agg(first).orderBy("first").limit(EVOLUTION_SAMPLE)
+            .select("_rescued_data").collect()]
         changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config),
                             timestamps=self.config.record_schema.infer_timestamps)
         if changes:
