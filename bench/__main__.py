@@ -6,9 +6,9 @@
     .venv/bin/python -m bench --tag full      # results named *-<date>-full, so a second run that day keeps the first
 
 Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
-recovery / multi_pipeline / query, each with --help); this runs them with the reference arguments below, or the quick
-ones. latency_iceberg is bench.latency into Iceberg (with the Flink peer once `bash infra/flink.sh` installed
-it), drain_kinesis is bench.drain from Kinesis.
+recovery / multi_pipeline / query / evolution, each with --help); this runs them with the reference arguments
+below, or the quick ones. latency_iceberg is bench.latency into Iceberg (with the Flink peer once `bash
+infra/flink.sh` installed it), drain_kinesis is bench.drain from Kinesis.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, latency, multi_pipeline, query, recovery, summary
+from bench import compaction, drain, drain_peers, evolution, latency, multi_pipeline, query, recovery, summary
 from bench.common import RESULTS, result_name
 
 ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
@@ -33,6 +33,7 @@ REFERENCE = {
                       "50000"],
     "multi_pipeline": ["--counts", "1", "4", "8", "--rate", "50", "--warmup", "20", "--seconds", "60"],
     "query": ["--rows", "1000000"],
+    "evolution": ["--fields", "10", "100", "500"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
@@ -46,10 +47,11 @@ QUICK = {
                       "--no-write"],
     "multi_pipeline": ["--counts", "2", "--rate", "20", "--warmup", "3", "--seconds", "6", "--no-write"],
     "query": ["--rows", "2000", "--runs", "1", "--no-write"],
+    "evolution": ["--fields", "10", "--records", "40", "--no-events", "--formats", "delta", "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
            "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline,
-           "query": query}
+           "query": query, "evolution": evolution}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -278,21 +278,29 @@ class BatchCommitter:
     def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
         with them; also decode it again when an earlier batch of this query added columns its plan does not know
-        (None: nothing to do). The schema commits before the data: a crash in between leaves columns that a replay
-        of the batch fills."""
+        (None: nothing to do). All the fields are added in one schema commit, before the data: a crash in between
+        leaves columns that a replay of the batch fills. A rescued value carries its whole undeclared subtree (a new
+        struct, nested arrays of objects), typed over every sampled value, so one round adds every field the values
+        allow and the batch is decoded again once."""
         from pyspark.sql import functions as F
 
         from ingest.events import SchemaEvolved
         from ingest.evolution import additions
         from ingest.transforms import decode, is_new, raw_fields, pipeline_columns, record_columns
 
+        # In source order (the first position each distinct object has), so that a type conflict keeps the same
+        # first-seen type on every run and format, as `schema infer` reading from the start does.
+        first = F.min(F.struct(coords.source, coords.partition, coords.position)).alias("first")
         texts = [] if not rescued else [
             r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
                                          & is_new(self._main_end, coords))
-            .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
-        changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config))
+            .groupBy("_rescued_data").agg(first).orderBy("first").limit(EVOLUTION_SAMPLE)
+            .select("_rescued_data").collect()]
+        changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config),
+                            timestamps=self.config.record_schema.infer_timestamps)
         if changes:
-            self.main.evolve(changes)
+            self._maybe_crash("before-schema-evolve", batch_id)
+            self.main.evolve(changes)  # one table commit for all of them
             self.events.emit(SchemaEvolved(pipeline=self.config.pipeline, table=self.main.display_name,
                                            changes=[c.describe() for c in changes], batch_id=batch_id))
             self._maybe_crash("after-schema-evolve", batch_id)

@@ -96,6 +96,8 @@ class RecordSchema(_Strict):
     # `add` adds them to the table as nullable columns typed from the values, while the stream runs; `fail` stops the
     # stream before it writes the batch, naming the field, its first offset and the fix.
     evolution: Literal["rescue", "add", "fail"] = "rescue"
+    # Add mode: a new field whose string values all parse as ISO-8601 timestamps (dates) becomes a timestamp (date).
+    infer_timestamps: bool = False
 
     @model_validator(mode="after")
     def _unique_names(self) -> "RecordSchema":

@@ -1,8 +1,11 @@
 """Schema changes between the declared schema and the table, decided without Spark (pure).
 
 In `add` mode, fields that records carry and the table lacks become new nullable columns, typed from the values
-(`additions`): JSON true/false -> boolean, integers -> bigint, other numbers -> double, strings -> string, objects
--> struct, arrays -> array of their elements' type. A key that is not a valid column name stays in _rescued_data.
+(`additions`): JSON true/false -> boolean, integers -> bigint, other numbers -> double, strings -> string (with
+`schema.infer_timestamps`, timestamp or date when every value parses as ISO-8601), objects -> struct, arrays -> array
+of their elements' type. A key that is not a valid column name stays in _rescued_data. A field seen only as null (or
+an empty array/object) is not added until a batch carries a value. `infer` is the one typing of JSON values: `lakeline
+schema infer` uses it too. All the changes of one evolution are one table commit (`LakeTable.evolve`).
 
 At start, the declared columns are compared with the table's: a column or nested field the table lacks is added
 (nullable); a widening the two formats both support (int→long, float→double, decimal(p,s)→decimal(p2,s) with
@@ -16,9 +19,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import date, datetime
 
-from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DecimalType, DoubleType, FloatType,
-                               IntegerType, LongType, MapType, ShortType, StringType, StructField, StructType)
+from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DataType, DateType, DecimalType, DoubleType,
+                               FloatType, IntegerType, LongType, MapType, ShortType, StringType, StructField,
+                               StructType, TimestampType)
 
 from ingest.config import NAME
 
@@ -96,8 +101,30 @@ def _compare(old: DataType, new: DataType, path: tuple[str, ...], changes: list[
 _STEP = re.compile(r"\[\d+\]|[^.\[\]]+")
 
 
-def infer(value) -> DataType | None:
-    """The column type for a JSON value (None for null, or an empty array/object: nothing to go on yet)."""
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?")
+
+
+def _string_type(value: str, timestamps: bool) -> DataType:
+    if timestamps and _DATE.fullmatch(value):
+        try:
+            date.fromisoformat(value)
+            return DateType()
+        except ValueError:
+            return StringType()
+    if timestamps and _TIMESTAMP.fullmatch(value):
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return TimestampType()
+        except ValueError:
+            return StringType()
+    return StringType()
+
+
+def infer(value, timestamps: bool = False, any_name: bool = False) -> DataType | None:
+    """The column type for a JSON value (None for null, or an empty array/object: nothing to go on yet).
+    `timestamps`: an ISO-8601 date or timestamp string is date / timestamp. `any_name`: keep nested keys that are
+    not column names (a proposed declaration reads them by name; evolution leaves them rescued)."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -107,25 +134,35 @@ def infer(value) -> DataType | None:
     if isinstance(value, float):
         return DoubleType()
     if isinstance(value, str):
-        return StringType()
+        return _string_type(value, timestamps)
     if isinstance(value, list):
         element = None
         for item in value:
-            element = merge(element, infer(item))
+            element = merge(element, infer(item, timestamps, any_name))
         return None if element is None else ArrayType(element, True)
-    fields = [StructField(k, t, True) for k, v in value.items() if NAME.match(k) and (t := infer(v)) is not None]
+    fields = [StructField(k, t, True) for k, v in value.items()
+              if (any_name or NAME.match(k)) and (t := infer(v, timestamps, any_name)) is not None]
     return StructType(fields) if fields else None
 
 
+_TIMES = (DateType, TimestampType)
+
+
 def merge(a: DataType | None, b: DataType | None) -> DataType | None:
-    """The one type both values fit: bigint and double give double, structs unite their fields; a real conflict
-    keeps the first (the values that do not fit it become schema_violation dead letters)."""
+    """The one type both values fit: bigint and double give double, date and timestamp give timestamp, a date or
+    timestamp and a string give string (only strings that all parse are typed as times), structs unite their
+    fields; a real conflict keeps the first (the values that do not fit it are conflicts, ingest.transforms)."""
     if a is None or b is None:
         return a or b
     if a == b:
         return a
-    if {type(a), type(b)} == {LongType, DoubleType}:
+    kinds = {type(a), type(b)}
+    if kinds == {LongType, DoubleType}:
         return DoubleType()
+    if kinds == set(_TIMES):
+        return TimestampType()
+    if StringType in kinds and kinds & set(_TIMES):
+        return StringType()
     if isinstance(a, StructType) and isinstance(b, StructType):
         names = {f.name.lower() for f in a.fields}
         merged = [StructField(f.name, merge(f.dataType, b[f.name].dataType) if f.name in b.fieldNames()
@@ -163,11 +200,13 @@ def _walk(table: StructType, steps: list[str]) -> tuple[tuple[str, ...], str] | 
     return None  # the field exists (a rescued key never names an existing field)
 
 
-def additions(rescued: list[str], table: StructType, reserved: list[str] = ()) -> list[SchemaChange]:
+def additions(rescued: list[str], table: StructType, reserved: list[str] = (),
+              timestamps: bool = False) -> list[SchemaChange]:
     """The fields to add for a batch's `_rescued_data` objects (paths as the record decoder writes them, e.g.
     `coupon`, `customer.since`, `items[3].color`), typed from every value seen, in first-seen order. `table` holds
     the record columns; `reserved` the other top-level names the table has (partition, pipeline columns): a field
-    by such a name stays rescued. Names compare case-insensitively, as Spark's do."""
+    by such a name stays rescued; `timestamps`: `schema.infer_timestamps`. Names compare case-insensitively, as
+    Spark's do."""
     taken = {name.lower() for name in reserved}
     found: dict[tuple[str, ...], tuple[tuple[str, ...], DataType | None]] = {}
     for text in rescued:
@@ -177,5 +216,5 @@ def additions(rescued: list[str], table: StructType, reserved: list[str] = ()) -
                 continue
             key = tuple(step.lower() for step in (*spot[0], spot[1]))
             named, data_type = found.get(key, ((*spot[0], spot[1]), None))
-            found[key] = (named, merge(data_type, infer(value)))
+            found[key] = (named, merge(data_type, infer(value, timestamps)))
     return [SchemaChange("add", path, data_type) for path, data_type in found.values() if data_type is not None]

@@ -93,7 +93,7 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
     if corpus not in CORPORA:
         raise ConfigError(f"--corpus {corpus!r}: choose one of {', '.join(CORPORA)}")
     result = ProduceResult(config.source.stream if config.source.kind == "kinesis" else source_topic(config), count)
-    events = sample_events(config, count, bad_ratio, seed, result, corpus, from_file)
+    events = sample_messages(config, count, bad_ratio, seed, result, corpus, from_file)
     if config.source.kind == "kinesis":
         return _produce_kinesis(config, settings, result, rate, events, partitions, record_dir)
     from confluent_kafka import Producer
@@ -114,10 +114,10 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
 
     started = time.monotonic()
     next_report = started + 5
-    for i, (key, payload) in enumerate(events):
+    for i, (key, payload, headers) in enumerate(events):
         while True:
             try:
-                producer.produce(topic, value=payload, key=key.encode(), on_delivery=delivered)
+                producer.produce(topic, value=payload, key=key.encode(), headers=headers, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -138,18 +138,27 @@ def produce(config: PipelineConfig, settings: Settings, count: int, rate: float 
     return result
 
 
-CORPORA = ("orders", "webhooks")
+CORPORA = ("orders", "webhooks", "events")
 
 
 def sample_events(config: PipelineConfig, count: int, bad_ratio: float, seed: int | None, result: ProduceResult,
                   corpus: str = "orders", from_file: Path | None = None) -> Iterator[tuple[str, bytes]]:
     """(key, payload) of the events to send: `count` of the sample `corpus`, or every non-blank line of `from_file`
     as it is. Counts the generated bad ones by dead-letter reason in `result.bad`."""
+    for key, payload, _headers in sample_messages(config, count, bad_ratio, seed, result, corpus, from_file):
+        yield key, payload
+
+
+def sample_messages(config: PipelineConfig, count: int, bad_ratio: float, seed: int | None, result: ProduceResult,
+                    corpus: str = "orders", from_file: Path | None = None
+                    ) -> Iterator[tuple[str, bytes, list[tuple[str, bytes]] | None]]:
+    """`sample_events` with each message's Kafka headers (None: none; the `events` corpus carries the event type
+    in `X-Event-Type`). `events` has no bad records: its type conflicts are what `bad_ratio` would add."""
     if from_file is not None:
         with open(from_file, "rb") as lines:
             for number, line in enumerate(lines, start=1):
                 if line.strip():
-                    yield f"line-{number}", line.rstrip(b"\r\n")
+                    yield f"line-{number}", line.rstrip(b"\r\n"), None
         return
     if corpus == "webhooks":
         from ingest.corpus import webhooks
@@ -157,9 +166,16 @@ def sample_events(config: PipelineConfig, count: int, bad_ratio: float, seed: in
         for key, payload, reason in webhooks(count, bad_ratio, seed):
             if reason is not None:
                 result.bad[reason] = result.bad.get(reason, 0) + 1
-            yield key, payload
+            yield key, payload, None
         return
-    yield from _orders(config, count, bad_ratio, seed, result)
+    if corpus == "events":
+        from ingest.corpus import heterogeneous
+
+        for key, headers, payload in heterogeneous(count, seed):
+            yield key, payload, headers
+        return
+    for key, payload in _orders(config, count, bad_ratio, seed, result):
+        yield key, payload, None
 
 
 def _line_count(path: Path) -> int:
@@ -188,7 +204,8 @@ def _orders(config: PipelineConfig, count: int, bad_ratio: float, seed: int | No
 
 
 def _produce_kinesis(config: PipelineConfig, settings: Settings, result: ProduceResult, rate: float | None,
-                     events: Iterator[tuple[str, bytes]], shards: int, record_dir: Path | None) -> ProduceResult:
+                     events: Iterator[tuple[str, bytes, list | None]], shards: int,
+                     record_dir: Path | None) -> ProduceResult:
     """put_records in chunks of 500; failed entries (throttling) are re-sent with backoff, in order per key."""
     from ingest.adapters.kinesis import BACKOFF_CAP, BACKOFF_FIRST, KinesisClient, client_options
     from ingest.errors import KinesisError, KinesisThrottled
@@ -234,7 +251,7 @@ def _produce_kinesis(config: PipelineConfig, settings: Settings, result: Produce
             raise LakelineError(f"produce: still refused by Kinesis after 8 retries: {exc}") from exc
         pending.clear()
 
-    for i, (key, payload) in enumerate(events):
+    for i, (key, payload, _headers) in enumerate(events):  # Kinesis records carry no headers
         pending.append({"Data": payload, "PartitionKey": key})
         if len(pending) == 500:
             flush()

@@ -7,15 +7,13 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from pyspark.sql.types import (ArrayType, DataType, DateType, MapType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (ArrayType, DataType, MapType, StringType, StructType)
 
 from ingest.compatibility import changes_refusal
 from ingest.config import NAME
-from ingest.evolution import merge, plan_changes
+from ingest.evolution import infer, merge, plan_changes
 from ingest.kinesis_offsets import TRIM_HORIZON
 from ingest.types import to_ddl
 
@@ -73,36 +71,10 @@ def diff(spark: "SparkSession", config: "PipelineConfig", settings: "Settings") 
 
 
 # ---- infer ---------------------------------------------------------------------------------------------------
-def _scalar_type(value) -> DataType | None:
-    if isinstance(value, str):
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-            try:
-                date.fromisoformat(value)
-                return DateType()
-            except ValueError:
-                return StringType()
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", value):
-            try:
-                datetime.fromisoformat(value.replace("Z", "+00:00"))
-                return TimestampType()
-            except ValueError:
-                return StringType()
-    return None
-
-
 def infer_value(value) -> DataType | None:
-    """Like ingest.evolution.infer, and ISO dates and timestamps in strings as date / timestamp."""
-    from ingest.evolution import infer
-
-    if isinstance(value, dict):
-        fields = [StructField(k, t, True) for k, v in value.items() if (t := infer_value(v)) is not None]
-        return StructType(fields) if fields else None
-    if isinstance(value, list):
-        element = None
-        for item in value:
-            element = merge(element, infer_value(item))
-        return None if element is None else ArrayType(element, True)
-    return _scalar_type(value) or infer(value)
+    """The type evolution gives `value` with `schema.infer_timestamps` (ingest.evolution.infer, the one typing of
+    JSON values), nested keys that are not column names kept (the proposal names them)."""
+    return infer(value, timestamps=True, any_name=True)
 
 
 @dataclass

@@ -124,15 +124,17 @@ class LakeTable(ABC):
 
     def evolve(self, changes: "list[SchemaChange]") -> None:
         """Apply schema changes (`ingest.evolution.plan_changes`): add nullable (nested) fields, widen types with
-        the format's own evolution. Each change is its own table commit; none rewrites data."""
+        the format's own evolution. Every addition is in one table commit (one `ADD COLUMNS` of them all: Delta
+        one metadata update, Iceberg one schema update); each widening is its own. None rewrites data."""
         from ingest.types import quote, to_ddl
 
+        added = [f"{'.'.join(quote(part) for part in c.path)} {to_ddl(c.data_type)}" for c in changes
+                 if c.kind == "add"]
+        if added:
+            self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({', '.join(added)})")
         for change in changes:
-            column = ".".join(quote(part) for part in change.path)
-            if change.kind == "add":
-                self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({column} {to_ddl(change.data_type)})")
-            else:
-                self.widen(column, change.data_type)
+            if change.kind != "add":
+                self.widen(".".join(quote(part) for part in change.path), change.data_type)
 
     def widen(self, column: str, data_type: "DataType") -> None:
         """Change a column to a wider type (int->long, float->double, decimal precision up)."""

@@ -27,15 +27,17 @@ def register(sub) -> None:
                              description="Sends JSON events to the pipeline's first topic or its Kinesis stream "
                                          "(created with --partitions partitions or shards if missing) and records "
                                          "the produced offsets in .lakeline/produced/<topic>.jsonl. Sample corpora: "
-                                         "orders (flat ~200-byte orders, the demo's) and webhooks (nested events, "
-                                         "for conf/examples/webhooks_*.yaml). --from-file sends each non-blank line "
-                                         "of a file as one event, as it is.")
+                                         "orders (flat ~200-byte orders, the demo's), webhooks (nested events, "
+                                         "for conf/examples/webhooks_*.yaml) and events (sixty event types in one "
+                                         "topic, the type in the X-Event-Type header and in event_type, nested, "
+                                         "with type conflicts: for add mode and routing). --from-file sends each "
+                                         "non-blank line of a file as one event, as it is.")
     pipeline_arg(produce)
     what = produce.add_mutually_exclusive_group(required=True)
     what.add_argument("--count", type=int, help="number of sample events")
     what.add_argument("--from-file", type=Path, metavar="EVENTS.jsonl",
                       help="send this file's lines instead of sample events")
-    produce.add_argument("--corpus", choices=["orders", "webhooks"], default="orders",
+    produce.add_argument("--corpus", choices=["orders", "webhooks", "events"], default="orders",
                          help="the sample events to send with --count (default orders)")
     produce.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
     produce.add_argument("--bad-ratio", type=float, default=0.0,
