@@ -501,19 +501,25 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         raise ConfigError("invalid pipeline config:\n  " + "\n  ".join(problems)) from None
 
 
-def analyst_names(configs: "list[PipelineConfig]") -> dict[str, tuple["PipelineConfig", str]]:
+def analyst_names(configs: "list[PipelineConfig]", routes: "dict[str, list[str]] | None" = None,
+                  ) -> dict[str, tuple["PipelineConfig", str]]:
     """The readable name each table of these pipelines gets in an analyst's session (`lakeline query`, the SQL
     endpoint, the notebook API) -> (pipeline, its table name). A main table goes by its `sink.table` and its
     dead-letter table by `sink.dead_letters`, unless two pipelines share that name (the same topic into Delta and
-    Iceberg): then both go by the pipeline's name (`orders_delta`, `orders_delta_dead_letters`)."""
-    wanted = [(config, table, table) for config in configs for table in (config.sink.table, config.sink.dead_letters)]
+    Iceberg): then both go by the pipeline's name (`orders_delta`, `orders_delta_dead_letters`). `routes`: per
+    pipeline, its routed tables (ingest.formats.routed_names), each by its own name, or `<pipeline>_<table>` when
+    two pipelines make the same one."""
+    routes = routes or {}
+    wanted = [(config, table, table) for config in configs
+              for table in (config.sink.table, config.sink.dead_letters, *routes.get(config.pipeline, []))]
     taken: dict[str, int] = {}
     for _, _, name in wanted:
         taken[name] = taken.get(name, 0) + 1
     names: dict[str, tuple[PipelineConfig, str]] = {}
     for config, table, name in wanted:
         if taken[name] > 1:
-            name = config.pipeline if table == config.sink.table else f"{config.pipeline}_dead_letters"
+            name = (config.pipeline if table == config.sink.table else f"{config.pipeline}_dead_letters"
+                    if table == config.sink.dead_letters else f"{config.pipeline}_{table}")
         if name in names:
             raise ConfigError(f"pipelines {names[name][0].pipeline} and {config.pipeline} both give a table the "
                               f"analyst name {name!r}; rename one pipeline or its sink.table")

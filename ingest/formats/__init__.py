@@ -241,6 +241,22 @@ def routed_tables_for(spark: "SparkSession", config: "PipelineConfig", settings:
     return tables
 
 
+def routed_names(config: "PipelineConfig", settings: "Settings") -> list[str]:
+    """The routed tables of a pipeline with `sink.route`, read without Spark: those its main table's newest commit
+    record lists (none before its first commit, or without a route). Every Spark-free surface (`lakeline tables`,
+    `query`, the SQL endpoint, health, compaction and retention) finds them here."""
+    from ingest.routing import known_routes
+
+    if config.sink.route is None:
+        return []
+    fmt = format_for(config.sink.format)
+    reader = fmt.reader(fmt.ref(config, settings), settings)
+    if not reader.exists():
+        return []
+    newest = reader.last_commit(config.pipeline)
+    return known_routes(config, newest.record.extra if newest and newest.record else None)
+
+
 def ddl_columns(schema: "StructType") -> str:
     """Column definitions for CREATE TABLE (nested types with quoted names, NOT NULL kept)."""
     from ingest.types import quote, to_ddl
