@@ -108,3 +108,46 @@ def test_route_by_key_and_field_load(tmp_path):
     assert load_pipeline(write_pipeline(tmp_path, data)).sink.route.argument == "status"
     data["sink"]["route"] = {"by": "key", "table": "k_{value}"}
     assert load_pipeline(write_pipeline(tmp_path, data)).sink.route.kind == "key"
+
+
+def test_routed_tables_get_analyst_names(tmp_path):
+    from ingest.config import analyst_names
+
+    def config(pipeline, fmt):
+        data = pipeline_dict(fmt, name=pipeline)
+        data["sink"]["table"] = "gh"
+        data["source"]["include_headers"] = True
+        data["sink"]["route"] = {"by": "header:X-GitHub-Event", "table": "gh_{value}"}
+        return load_pipeline(write_pipeline(tmp_path, data))
+
+    delta, iceberg = config("gh_delta", "delta"), config("gh_iceberg", "iceberg")
+    names = analyst_names([delta, iceberg], {"gh_delta": ["gh_push", "gh_fork"], "gh_iceberg": ["gh_push"]})
+    got = {name: (c.pipeline, table) for name, (c, table) in names.items()}
+    assert got["gh_fork"] == ("gh_delta", "gh_fork")  # a routed table by its own name
+    # made by both pipelines: by the pipeline's name, as main tables are
+    assert got["gh_delta_gh_push"] == ("gh_delta", "gh_push") and got["gh_iceberg_gh_push"] == ("gh_iceberg", "gh_push")
+    assert analyst_names([delta]) == analyst_names([delta], {})  # no routes known: main and dead letters only
+
+
+def test_a_routed_table_policy_needs_a_route(tmp_path):
+    from maintenance.policy import load_table
+
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "tables").mkdir()
+    plain = pipeline_dict("delta", name="plain")
+    write_pipeline(tmp_path / "pipelines", plain)
+    (tmp_path / "tables" / "plain_routed.yaml").write_text(
+        "table: plain_routed\npipeline: ../pipelines/plain.yaml\nwhich: routed\n")
+    with pytest.raises(ConfigError, match="which: routed"):
+        load_table("plain_routed", tmp_path)
+    data = pipeline_dict("delta", name="gh")
+    data["source"]["include_headers"] = True
+    data["sink"]["route"] = {"by": "header:X-GitHub-Event", "table": "gh_{value}",
+                             "overrides": {"gh_push": {"partition": []}}}
+    write_pipeline(tmp_path / "pipelines", data)
+    (tmp_path / "tables" / "gh_routed.yaml").write_text("table: gh_routed\npipeline: ../pipelines/gh.yaml\n"
+                                                         "which: routed\n")
+    table = load_table("gh_routed", tmp_path)
+    push, issues = table.routed("gh_push"), table.routed("gh_issues")
+    assert push.name == "gh_push" and push.policy.which == "main" and push.partitioning == []
+    assert issues.pipeline.sink.table == "gh_issues" and issues.partitioning == table.pipeline.partitioning
