@@ -18,7 +18,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, latency, multi_pipeline, query, recovery, summary
+from bench import compaction, drain, drain_peers, latency, multi_pipeline, query, recovery, routing, summary
 from bench.common import RESULTS, result_name
 
 ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
@@ -33,6 +33,7 @@ REFERENCE = {
                       "50000"],
     "multi_pipeline": ["--counts", "1", "4", "8", "--rate", "50", "--warmup", "20", "--seconds", "60"],
     "query": ["--rows", "1000000"],
+    "routing": ["--count", "50000", "--kinds", "58", "--max-offsets", "10000"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
@@ -46,10 +47,11 @@ QUICK = {
                       "--no-write"],
     "multi_pipeline": ["--counts", "2", "--rate", "20", "--warmup", "3", "--seconds", "6", "--no-write"],
     "query": ["--rows", "2000", "--runs", "1", "--no-write"],
+    "routing": ["--count", "2000", "--kinds", "8", "--max-offsets", "1000", "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
            "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline,
-           "query": query}
+           "query": query, "routing": routing}
 
 
 def main(argv: list[str] | None = None) -> int:

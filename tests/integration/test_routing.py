@@ -128,3 +128,15 @@ def test_route_past_max_tables_to_dead_letters(conf_dir, settings, spark, capsys
     listed = {row["table"]: row for row in json.loads(out)}
     assert sorted(listed) == sorted([p, f"{p}_dead_letters", f"{p}_fork", f"{p}_issues"])
     assert listed[f"{p}_fork"]["kind"] == "routed" and listed[f"{p}_fork"]["rows"] == good["fork"]
+
+    # a batch with no rows for the main table still ends with its commit (the record that says "batch done")
+    before = main.last_commit()
+    more = [(json.dumps({"event_id": f"f{i}", "event_time": "2026-11-27T10:00:00Z", "customer_id": "c",
+                         "order_id": f"f{i}", "amount": 2.0}).encode(), {"X-Event": "fork"}) for i in range(30)]
+    produce_with_headers(settings, config.source.topics[0], more)
+    Pipeline(config, settings, spark=spark, trigger="available-now").run(install_signal_handlers=False)
+    after = main.last_commit()
+    assert after.batch_id > before.batch_id and after.rows == 0 and after.end != before.end
+    assert _count(spark, main) == good[""]
+    report = reconcile(config, settings, spark)
+    assert report.exact and report.produced == len(records) + len(more) and report.ranges_contiguous
