@@ -138,16 +138,18 @@ class RoutedCommitter(BatchCommitter):
                         targets[name] = target
                     target.values.append(value)
             overflow = sorted(v for v, n in where.items() if n is OVERFLOW)
-            first = {(r[0], r[1]): int(r["first"]) for r in cover}
+            first: Offsets = {}
             for r in cover:
-                first[(r[0], r[1])] = min(first[(r[0], r[1])], int(r["first"]))
+                first[(r[0], r[1])] = min(first.get((r[0], r[1]), int(r["first"])), int(r["first"]))
             batch_end: Offsets = {}
             for r in cover:
                 batch_end[(r[0], r[1])] = max(batch_end.get((r[0], r[1]), 0), int(r["last"]) + 1)
             # Fresh: the batch starts at or past every end of the tables it writes (nothing of it held yet).
             fresh = all(pos >= max([self._dlq_end.get(part, -1), *(t.end.get(part, -1) for t in targets.values())])
                         for part, pos in first.items())
-            start = {part: max(pos, self._main_end.get(part, 0)) for part, pos in first.items()}
+            # As in `BatchCommitter.process`: a Kinesis batch's range starts at the main table's previous end.
+            start = {part: (max(pos, self._main_end.get(part, 0)) if coords.numeric else self._main_end.get(part, pos))
+                     for part, pos in first.items()}
             report.phases["scan"] = time.monotonic() - started
             ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
 
