@@ -104,6 +104,15 @@ class RoutedCommitter(BatchCommitter):
         self.targets[name] = target
         return target
 
+    def _open_all(self, names: list[str]) -> None:
+        """Open (make) the routed tables a batch meets first. Delta tables side by side (each is its own log);
+        Iceberg tables one at a time (their creation writes the one catalog database)."""
+        if self.config.sink.format == "delta" and len(names) > 1:
+            with ThreadPoolExecutor(max_workers=COMMIT_THREADS, thread_name_prefix="lakeline-open") as pool:
+                list(pool.map(self._open, names))
+        for name in names:
+            self._open(name)
+
     def process(self, batch: "DataFrame", batch_id: int) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
@@ -126,6 +135,7 @@ class RoutedCommitter(BatchCommitter):
             for name in sorted({n for n in where.values() if n}):
                 if name not in self.known:
                     self.known.append(name)
+            self._open_all(sorted({n for n in where.values() if n and n not in self.targets}))
             targets = {"": self.main_target}
             self.main_target.values = []
             for value, name in sorted(where.items()):
