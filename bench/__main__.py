@@ -33,7 +33,7 @@ REFERENCE = {
                       "50000"],
     "multi_pipeline": ["--counts", "1", "4", "8", "--rate", "50", "--warmup", "20", "--seconds", "60"],
     "query": ["--rows", "1000000"],
-    "routing": ["--count", "30000", "--kinds", "58", "--max-offsets", "10000"],
+    "routing": ["--count", "20000", "--kinds", "58", "--max-offsets", "10000"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],

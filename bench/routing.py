@@ -1,7 +1,7 @@
 """A routed pipeline (`sink.route`, one table per event kind) against the same events into one table: records/s
 per format. Prints a table and writes bench/results/routing-<date>.{json,md}.
 
-    .venv/bin/python -m bench.routing --count 30000 --kinds 58 --max-offsets 10000
+    .venv/bin/python -m bench.routing --count 20000 --kinds 58 --max-offsets 10000
 
 One topic gets --count sample order events, each with an `X-Event` header naming one of --kinds kinds (round
 robin). Per format, two pipelines read it in one Spark session, available-now, rescue mode: "one table" (no route)
@@ -86,7 +86,7 @@ def measure(spark, settings, fmt: str, topic: str, count: int, kinds: int, max_o
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.routing", description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=30_000)
+    parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--kinds", type=int, default=58)
     parser.add_argument("--max-offsets", type=int, default=10_000, help="records per micro-batch")
     parser.add_argument("--formats", nargs="+", choices=["delta", "iceberg"], default=["delta", "iceberg"])
