@@ -18,7 +18,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, evolution, latency, multi_pipeline, query, recovery, summary
+from bench import compaction, drain, drain_peers, evolution, latency, multi_pipeline, query, recovery, routing, summary
 from bench.common import RESULTS, result_name
 
 ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
@@ -34,6 +34,7 @@ REFERENCE = {
     "multi_pipeline": ["--counts", "1", "4", "8", "--rate", "50", "--warmup", "20", "--seconds", "60"],
     "query": ["--rows", "1000000"],
     "evolution": ["--fields", "10", "100", "500"],
+    "routing": ["--count", "20000", "--kinds", "58", "--max-offsets", "10000"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
@@ -48,10 +49,11 @@ QUICK = {
     "multi_pipeline": ["--counts", "2", "--rate", "20", "--warmup", "3", "--seconds", "6", "--no-write"],
     "query": ["--rows", "2000", "--runs", "1", "--no-write"],
     "evolution": ["--fields", "10", "--records", "40", "--no-events", "--formats", "delta", "--no-write"],
+    "routing": ["--count", "2000", "--kinds", "8", "--max-offsets", "1000", "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
            "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline,
-           "query": query, "evolution": evolution}
+           "query": query, "evolution": evolution, "routing": routing}
 
 
 def main(argv: list[str] | None = None) -> int:

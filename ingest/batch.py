@@ -49,6 +49,7 @@ class BatchReport:
     phases: dict[str, float] = field(default_factory=dict)  # decode+scan, dead-letter commit, table commit
     end: Offsets = field(default_factory=dict)  # the main table's end after the batch
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # dead letters per reason (ingest.transforms)
+    routed: dict[str, int] = field(default_factory=dict)  # a routed pipeline's rows per routed table (sink.route)
 
     @property
     def end_json(self) -> dict[str, dict[str, int]]:
@@ -104,9 +105,9 @@ class BatchCommitter:
         self._crash_at = crash_at
 
     def _record(self, batch_id: int, start: Offsets, end: Offsets, rows: int | None,
-                dead_letters: int | None) -> CommitRecord:
+                dead_letters: int | None, **extra) -> CommitRecord:
         return CommitRecord(self.config.pipeline, self.lineage, batch_id, start, end, rows, dead_letters,
-                            {} if self.fence is None else {"fence": self.fence})
+                            {**extra, **({} if self.fence is None else {"fence": self.fence})})
 
     @property
     def last(self) -> CommitRecord | None:

@@ -13,7 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pyspark.sql.types import DataType, StructField, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (ArrayType, DataType, MapType, StructField, StructType, TimestampNTZType,
+                               TimestampType)
 
 from ingest.errors import ConfigError
 from ingest.partitioning import PartitionField, Transform, check_fields, resolve
@@ -214,6 +215,66 @@ def _partition_list(value):
     return value
 
 
+class RouteOverride(_Strict):
+    # More declared fields for this routed table (added to schema.fields; a field of the same name replaces it).
+    fields: list[SchemaField] = []
+    # This table's partitioning instead of sink.partition (the same form).
+    partition: Annotated[list[PartitionBy], BeforeValidator(_partition_list)] | None = None
+
+
+_ROUTE_BY = re.compile(r"^(header:[^\s]+|key|field:[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*)$")
+_ROUTE_TABLE = re.compile(r"^[A-Za-z0-9_]*\{value\}[A-Za-z0-9_]*$")
+
+
+class Route(_Strict):
+    """Fan-out: each record goes to a table named after its route value (ingest.routing)."""
+
+    # header:<name> (needs source.include_headers), key, or field:<declared field, dotted inside structs>.
+    by: str
+    # The table name, with {value} for the normalised route value, e.g. gh_{value}.
+    table: str
+    # At most this many routed tables; a value past them goes where `overflow` says.
+    max_tables: Annotated[int, Field(gt=0, le=1000)] = 100
+    # default: the pipeline's sink.table; dead_letter: the dead-letter table (reason route_overflow).
+    overflow: Literal["default", "dead_letter"] = "default"
+    # Per routed table (by its name, e.g. gh_push): more declared fields, its own partitioning.
+    overrides: dict[str, RouteOverride] = {}
+
+    @field_validator("by")
+    @classmethod
+    def _valid_by(cls, value: str) -> str:
+        if not _ROUTE_BY.match(value):
+            raise ValueError(f"{value!r} must be header:<name>, key, or field:<field> (dotted inside structs), "
+                             "e.g. header:X-GitHub-Event")
+        return value
+
+    @field_validator("table")
+    @classmethod
+    def _valid_table(cls, value: str) -> str:
+        if not _ROUTE_TABLE.match(value) or value.count("{value}") != 1:
+            raise ValueError(f"{value!r} must hold {{value}} once and otherwise letters, digits and _, "
+                             "e.g. gh_{value}")
+        return value
+
+    @field_validator("overrides")
+    @classmethod
+    def _valid_override_names(cls, value: dict) -> dict:
+        for name in value:
+            if not NAME.match(name):
+                raise ValueError(f"{name!r} is not a table name (letters, digits and _, starting with a letter)")
+        return value
+
+    @property
+    def kind(self) -> str:
+        """header, key or field."""
+        return self.by.split(":", 1)[0]
+
+    @property
+    def argument(self) -> str:
+        """The header's name or the field's dotted path ("" for key)."""
+        return self.by.split(":", 1)[1] if ":" in self.by else ""
+
+
 class Sink(_Strict):
     format: Literal["delta", "iceberg"]
     table: str
@@ -226,6 +287,9 @@ class Sink(_Strict):
     # Delta table features Lakeline may turn on although they lock a supported reader out (docs/readers.md).
     # typeWidening: a declared widening is applied; delta-rs, DuckDB, pandas and polars then cannot open the table.
     allow_features: list[Literal["typeWidening"]] = []
+    # Fan-out to many tables by a header, the key or a field (conf/README.md, ingest/routing.py); sink.table is
+    # then the default table.
+    route: Route | None = None
 
     @model_validator(mode="after")
     def _features_of_the_format(self) -> "Sink":
@@ -310,6 +374,38 @@ class PipelineConfig(_Strict):
             raise ValueError(f"sink.partition: {exc}") from None
         return self
 
+    @model_validator(mode="after")
+    def _route_valid(self) -> "PipelineConfig":
+        route = self.sink.route
+        if route is None:
+            return self
+        if route.kind == "header" and not self.source.include_headers:
+            raise ValueError(f"sink.route.by: {route.by} reads a record header: set source.include_headers: true "
+                             "(a Kafka source; Kinesis records have no headers)")
+        if route.kind == "field":
+            kind = _path_type(self.record_schema.struct(), route.argument.split("."))
+            if kind is None:
+                raise ValueError(f"sink.route.by: {route.argument!r} is not a field of schema.fields (dotted "
+                                 "inside structs)")
+            if isinstance(kind, (StructType, ArrayType, MapType)):
+                raise ValueError(f"sink.route.by: {route.argument!r} is a {kind.simpleString()}; route by a "
+                                 "field holding one value (a string, a number or a boolean)")
+        for name, override in route.overrides.items():
+            data = self.model_dump(by_alias=True, exclude_unset=False)
+            sink = {**data["sink"], "table": name, "route": None}
+            if override.partition is not None:
+                sink["partition"] = [p.model_dump() for p in override.partition]
+            schema = dict(data["schema"])
+            extra = {f.name.lower() for f in override.fields}
+            schema["fields"] = [f for f in schema["fields"] if f["name"].lower() not in extra] + [
+                f.model_dump() for f in override.fields]
+            try:
+                PipelineConfig.model_validate({**data, "schema": schema, "sink": sink})
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise ValueError(f"sink.route.overrides.{name}: {_location(first['loc'])}: {_hint(first)}") from None
+        return self
+
     @property
     def partitioning(self) -> list[PartitionField]:
         """The table's partition fields, resolved against the declared schema (empty: unpartitioned)."""
@@ -337,6 +433,16 @@ class PipelineConfig(_Strict):
             return self.checkpoint.location.rstrip("/")
         warehouse = settings.require("warehouse", "LAKELINE_WAREHOUSE", "locate the checkpoint")
         return f"{warehouse}/_checkpoints/{self.pipeline}"
+
+
+def _path_type(struct: StructType, path: list[str]) -> DataType | None:
+    """The type at a dotted path inside `struct` (None: no such field)."""
+    field = next((f for f in struct.fields if f.name == path[0]), None)
+    if field is None:
+        return None
+    if len(path) == 1:
+        return field.dataType
+    return _path_type(field.dataType, path[1:]) if isinstance(field.dataType, StructType) else None
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
@@ -397,19 +503,25 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
         raise ConfigError("invalid pipeline config:\n  " + "\n  ".join(problems)) from None
 
 
-def analyst_names(configs: "list[PipelineConfig]") -> dict[str, tuple["PipelineConfig", str]]:
+def analyst_names(configs: "list[PipelineConfig]", routes: "dict[str, list[str]] | None" = None,
+                  ) -> dict[str, tuple["PipelineConfig", str]]:
     """The readable name each table of these pipelines gets in an analyst's session (`lakeline query`, the SQL
     endpoint, the notebook API) -> (pipeline, its table name). A main table goes by its `sink.table` and its
     dead-letter table by `sink.dead_letters`, unless two pipelines share that name (the same topic into Delta and
-    Iceberg): then both go by the pipeline's name (`orders_delta`, `orders_delta_dead_letters`)."""
-    wanted = [(config, table, table) for config in configs for table in (config.sink.table, config.sink.dead_letters)]
+    Iceberg): then both go by the pipeline's name (`orders_delta`, `orders_delta_dead_letters`). `routes`: per
+    pipeline, its routed tables (ingest.formats.routed_names), each by its own name, or `<pipeline>_<table>` when
+    two pipelines make the same one."""
+    routes = routes or {}
+    wanted = [(config, table, table) for config in configs
+              for table in (config.sink.table, config.sink.dead_letters, *routes.get(config.pipeline, []))]
     taken: dict[str, int] = {}
     for _, _, name in wanted:
         taken[name] = taken.get(name, 0) + 1
     names: dict[str, tuple[PipelineConfig, str]] = {}
     for config, table, name in wanted:
         if taken[name] > 1:
-            name = config.pipeline if table == config.sink.table else f"{config.pipeline}_dead_letters"
+            name = (config.pipeline if table == config.sink.table else f"{config.pipeline}_dead_letters"
+                    if table == config.sink.dead_letters else f"{config.pipeline}_{table}")
         if name in names:
             raise ConfigError(f"pipelines {names[name][0].pipeline} and {config.pipeline} both give a table the "
                               f"analyst name {name!r}; rename one pipeline or its sink.table")

@@ -77,6 +77,7 @@ class BatchCommitted(Event):
     spark_phases: dict[str, float] = field(default_factory=dict)
     end: dict[str, dict[str, int]] = field(default_factory=dict)
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # reason -> count (ingest.transforms)
+    routed: dict[str, int] = field(default_factory=dict)  # a routed pipeline's rows per routed table (in `rows`)
 
 
 @dataclass(kw_only=True)

@@ -116,9 +116,15 @@ class Pipeline:
             from ingest.transforms import record_columns
 
             evolved = record_columns(self.config, start.main.table_schema())
-        self._committer = BatchCommitter(spark, self.config, format_for(self.config.sink.format), start.main,
-                                         start.dead, start.plan.lineage, start.ends, self.events, evolved,
-                                         start.fence, crash_at=self.settings.crash_at)
+        committer = BatchCommitter
+        kwargs = {}
+        if self.config.sink.route is not None:
+            from ingest.fanout import RoutedCommitter
+
+            committer, kwargs = RoutedCommitter, {"settings": self.settings}
+        self._committer = committer(spark, self.config, format_for(self.config.sink.format), start.main,
+                                    start.dead, start.plan.lineage, start.ends, self.events, evolved,
+                                    start.fence, crash_at=self.settings.crash_at, **kwargs)
         return start.plan
 
     def decoded_stream(self, source: "DataFrame") -> "DataFrame":
@@ -130,6 +136,9 @@ class Pipeline:
 
         from ingest.transforms import decode
 
+        if self.config.sink.route is not None:
+            # Each routed table may decode its records again with its own columns, from their raw bytes.
+            return decode(source, self.config.record_schema)
         decoded = decode(source, self.config.record_schema, self._committer.evolved)
         if self.config.record_schema.evolution == "add":
             return decoded  # a batch that adds columns is decoded again from its raw bytes
@@ -216,6 +225,10 @@ class Pipeline:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._reported.issuperset(self._committer.reports):
             time.sleep(0.05)
+
+    def _routed_tables(self) -> list:
+        routed = getattr(self._committer, "routed_tables", None)
+        return routed() if routed else []
 
     def request_stop(self, *_args) -> None:
         self._stop.set()
@@ -304,7 +317,7 @@ class Pipeline:
             if self._lease_lost is None:  # once the lease is lost, the heartbeat is the new driver's
                 self._clear_heartbeat()
             self.spark.streams.removeListener(self._listener)
-            for table in (self._start.main, self._start.dead):
+            for table in (self._start.main, self._start.dead, *self._routed_tables()):
                 table.close()
                 table.unfence()
             for sig, handler in previous.items():

@@ -1,6 +1,6 @@
 """`lakeline reconcile`: the exactly-once audit. Every offset in the source's retained range must appear exactly
-once across the table and the dead-letter table, and the committed offset ranges must chain without gaps or
-overlaps."""
+once across the table, the routed tables (sink.route) and the dead-letter table, and the main table's committed
+offset ranges must chain without gaps or overlaps."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _reconcile_kinesis(config: PipelineConfig, settings: Settings, spark: "Spark
     retained = kinesis_retained(config, settings)
     names = ["_stream", "_shard", "_sequence"]
     main, dead = tables_for(spark, config, settings)
-    table = main.read().select(*names)
+    table = _rows(spark, config, settings, main, names)
     letters, replayed = _pending(spark, config, settings, main, dead, names)
     coords = table.unionByName(letters.select(*names)).cache()
     expected = spark.createDataFrame([(s, h, pad_sequence(q)) for s, h, q in retained],
@@ -111,7 +111,7 @@ def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession")
     topics = admin.resolve_topics(config.source.topics, config.source.topic_pattern)
     ranges = {(t, p): wm for t in topics for p, wm in admin.watermarks(t).items()}
     main, dead = tables_for(spark, config, settings)
-    table = main.read().select("_topic", "_kafka_partition", "_offset")
+    table = _rows(spark, config, settings, main, ["_topic", "_kafka_partition", "_offset"])
     letters, replayed = _pending(spark, config, settings, main, dead, ["_topic", "_kafka_partition", "_offset"])
     coords = table.unionByName(letters.select("_topic", "_kafka_partition", "_offset")).cache()
     try:
@@ -153,6 +153,16 @@ def reconcile(config: PipelineConfig, settings: Settings, spark: "SparkSession")
     return ReconcileReport(config.pipeline, produced, rows, dead_letters, int(duplicates) + replayed[1], missing,
                            out_of_range, by_reason, missing_sample, dup_sample, per_partition, len(commits),
                            replayed[0], contiguous, non_overlapping, problems)
+
+
+def _rows(spark, config: PipelineConfig, settings: Settings, main, names: list[str]):
+    """The coordinates of every row: the main table's and, for a routed pipeline, every routed table's."""
+    from ingest.formats import routed_tables_for
+
+    rows = main.read().select(*names)
+    for table in routed_tables_for(spark, config, settings, main):
+        rows = rows.unionByName(table.read().select(*names))
+    return rows
 
 
 def _pending(spark, config: PipelineConfig, settings: Settings, main, dead, names: list[str]):

@@ -131,7 +131,8 @@ class Settings(BaseSettings):
         "The folder of per-pipeline host locks; default: `<temp dir>/lakeline-locks`."))
     crash_at: str | None = Field(None, description=(
         "For tests and recovery drills only, never in production: `<point>@<batch id>` makes the driver SIGKILL "
-        "itself there (points: before-schema-evolve, after-schema-evolve, after-dlq-commit, after-table-commit)."))
+        "itself there (points: before-schema-evolve, after-schema-evolve, after-dlq-commit, after-table-commit, "
+        "after-route-commit: the first routed table's commit of a routed pipeline)."))
     # -- the SQL endpoint (`lakeline sql-endpoint`, `lakeline dev up --sql-endpoint`)
     sql_endpoint_host: str = Field("127.0.0.1", description=(
         "The address the SQL endpoint's two servers listen on; another than loopback needs authentication on both "

@@ -68,7 +68,10 @@ def registrations(configs: "list[PipelineConfig]", settings: Settings) -> list[R
     """The views that name these pipelines' tables (main and dead letters), in name order. WITH SCHEMA EVOLUTION:
     a column the table gains later shows in the view too."""
     found = []
-    for name, (config, table) in sorted(analyst_names(configs).items()):
+    from ingest.formats import routed_names
+
+    routes = {c.pipeline: routed_names(c, settings) for c in configs if c.sink.route is not None}
+    for name, (config, table) in sorted(analyst_names(configs, routes).items()):
         fmt = format_for(config.sink.format)
         source = fmt.spark_sql_name(fmt.ref(config, settings, table))
         found.append(Registration(name, config.pipeline, source,

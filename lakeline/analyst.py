@@ -51,9 +51,12 @@ class Session:
         import duckdb  # the session's engine; imported here so the command's help stays light
 
         from ingest.config import analyst_names
+        from ingest.formats import routed_names
 
         self.settings, self.as_of, self.since, self.count_files = settings, as_of, since, count_files
-        self.names = analyst_names([config for config, _ in pipelines])
+        configs = [config for config, _ in pipelines]
+        self.names = analyst_names(configs, {c.pipeline: routed_names(c, settings) for c in configs
+                                             if c.sink.route is not None})
         self.files = {config.pipeline: source for config, source in pipelines}
         self.connection = duckdb.connect()
         self._readers: dict[str, TableReader] = {}

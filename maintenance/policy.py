@@ -155,7 +155,8 @@ class Retention(_Strict):
 class TablePolicy(_Strict):
     table: str
     pipeline: str
-    which: Literal["main", "dead_letters"] = "main"
+    # main, dead_letters, or routed: every table the pipeline's sink.route has made (found when the command runs)
+    which: Literal["main", "dead_letters", "routed"] = "main"
     compaction: Compaction = Compaction()
     retention: Retention = Retention()
 
@@ -188,6 +189,13 @@ class MaintainedTable:
     def partitioning(self) -> list[PartitionField]:
         """The table's partition fields (none for the dead-letter table)."""
         return [] if self.policy.which == "dead_letters" else self.pipeline.partitioning
+
+    def routed(self, table: str) -> "MaintainedTable":
+        """One routed table under this policy (`which: routed`): its own configuration (ingest.routing)."""
+        from ingest.routing import table_config
+
+        return MaintainedTable(self.path, self.policy.model_copy(update={"which": "main", "table": table}),
+                               table_config(self.pipeline, table))
 
     def sink_table(self) -> str | None:
         return self.pipeline.sink.dead_letters if self.policy.which == "dead_letters" else None
@@ -237,6 +245,9 @@ def load_table(name_or_path: str, conf_dir: str | Path = "conf") -> MaintainedTa
         raise ConfigError(f"{path}: pipeline: {pipeline_path} does not exist; give the pipeline YAML's path "
                           f"relative to this file (e.g. ../pipelines/orders_delta.yaml)")
     pipeline = load_pipeline(pipeline_path)
+    if policy.which == "routed" and pipeline.sink.route is None:
+        raise ConfigError(f"{path}: which: routed applies to the tables a pipeline's sink.route makes, and "
+                          f"{pipeline_path.name} has no sink.route; use which: main or dead_letters")
     problem = format_for(pipeline.sink.format).layout_problem(policy.compaction.sort_by, policy.compaction.zorder_by)
     if problem:
         raise ConfigError(f"{path}: {problem}")

@@ -50,8 +50,10 @@ class TableStatus:
 
 def observe(name: str, config: "PipelineConfig", table: str, settings: "Settings", now: datetime,
             reader: "TableReader", ask_source: bool = True) -> TableStatus:
-    """The status of the pipeline's `table` (its main or dead-letter table) as of `now`."""
-    kind = "main" if table == config.sink.table else "dead letters"
+    """The status of the pipeline's `table` (its main, dead-letter or a routed table) as of `now`."""
+    kind = "main" if table == config.sink.table else "dead letters" if table == config.sink.dead_letters else "routed"
+    # A routed table holds only its share of the source: records waiting are the pipeline's, seen on its main table.
+    ask_source = ask_source and kind != "routed"
     status = TableStatus(name, config.pipeline, kind, config.sink.format, reader.ref, created=reader.exists())
     if not status.created:
         status.sla, status.note = "not created", reader.not_found().args[0]

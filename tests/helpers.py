@@ -270,3 +270,21 @@ class LocalFS:
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
+
+
+def produce_with_headers(settings, topic: str, records: "list[tuple[bytes, dict[str, str]]]",
+                         partitions: int = 2) -> None:
+    """Send `records` (payload, headers) to `topic`, made with `partitions` partitions if new, and wait for every
+    delivery (`lakeline produce` sends sample records without headers)."""
+    from confluent_kafka import Producer
+
+    from ingest.adapters.kafka_admin import KafkaAdmin, librdkafka_config, new_client
+
+    KafkaAdmin(settings).ensure_topic(topic, partitions)
+    producer = new_client(Producer, {**librdkafka_config(settings), "enable.idempotence": True})
+    failed: list[str] = []
+    for index, (payload, headers) in enumerate(records):
+        producer.produce(topic, payload, key=str(index).encode(), headers=list(headers.items()),
+                         on_delivery=lambda err, _msg: failed.append(str(err)) if err else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not failed, failed[:3]

@@ -223,6 +223,42 @@ def tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Setti
                      dead_letter_schema(coordinates_for(config)), [], config.pipeline, settings))
 
 
+def routed_tables_for(spark: "SparkSession", config: "PipelineConfig", settings: "Settings",
+                      main: LakeTable | None = None) -> list[LakeTable]:
+    """The routed tables of a pipeline with `sink.route` (none without): those its main table's newest commit
+    record lists (ingest.routing.known_routes), each opened with its own configuration."""
+    from ingest.routing import known_routes, table_config
+    from ingest.transforms import table_schema
+
+    if config.sink.route is None:
+        return []
+    main = main if main is not None else tables_for(spark, config, settings)[0]
+    last = main.last_commit()
+    fmt = format_for(config.sink.format)
+    tables = []
+    for name in known_routes(config, last.extra if last else None):
+        own = table_config(config, name)
+        tables.append(fmt.open(spark, fmt.ref(own, settings), table_schema(own), own.partitioning, config.pipeline,
+                               settings))
+    return tables
+
+
+def routed_names(config: "PipelineConfig", settings: "Settings") -> list[str]:
+    """The routed tables of a pipeline with `sink.route`, read without Spark: those its main table's newest commit
+    record lists (none before its first commit, or without a route). Every Spark-free surface (`lakeline tables`,
+    `query`, the SQL endpoint, health, compaction and retention) finds them here."""
+    from ingest.routing import known_routes
+
+    if config.sink.route is None:
+        return []
+    fmt = format_for(config.sink.format)
+    reader = fmt.reader(fmt.ref(config, settings), settings)
+    if not reader.exists():
+        return []
+    newest = reader.last_commit(config.pipeline)
+    return known_routes(config, newest.record.extra if newest and newest.record else None)
+
+
 def ddl_columns(schema: "StructType") -> str:
     """Column definitions for CREATE TABLE (nested types with quoted names, NOT NULL kept)."""
     from ingest.types import quote, to_ddl

@@ -104,6 +104,28 @@ def _open(args):
     return table, settings, build_spark(settings, f"lakeline-{args.command}-{table.name}"), now, interval
 
 
+def _each(table, settings) -> list:
+    """The tables a command acts on: the one the file names, or (`which: routed`) every routed table."""
+    from ingest.formats import routed_names
+
+    if table.policy.which != "routed":
+        return [table]
+    return [table.routed(name) for name in routed_names(table.pipeline, settings)]
+
+
+def _result(out, table, results: list[tuple[dict, object]]) -> None:
+    """One table's result as it is; a routed policy's as {"tables": [...]} and each table's text in turn.
+    `results`: (JSON, text or a callable giving it) per table."""
+    def text(item) -> str:
+        return item() if callable(item) else item
+
+    if table.policy.which != "routed":
+        out.result(results[0][0], results[0][1])
+    else:
+        out.result({"tables": [data for data, _ in results]},
+                   lambda: "\n".join(str(text(t)) for _, t in results) or "no routed tables yet")
+
+
 def _pipeline_file(table) -> str:
     return os.path.relpath((table.path.parent / table.policy.pipeline).resolve())
 
@@ -121,19 +143,23 @@ def run_health(args) -> ExitCode:
 
     table, settings, spark, now, _ = _open(args)
     out = output_of(args)
-    with _missing(table, settings):
-        health = collect_health(spark, table, settings, now)
-    data = health_json(health)
-    if args.save_sizes:
-        data["file_sizes"] = health.file_sizes
-    if args.plot:
-        runs = [("now", health.file_sizes)]
-        if args.compare:
-            runs.insert(0, ("before", json.loads(Path(args.compare).read_text()).get("file_sizes", [])))
-            runs[1] = ("after", health.file_sizes)
-        plot_sizes(args.plot, runs, health.target_file_size)
-        out.note(f"plot written to {args.plot}")
-    out.result(data, lambda: render.health(health))
+    results = []
+    for one in _each(table, settings):
+        with _missing(one, settings):
+            health = collect_health(spark, one, settings, now)
+        data = health_json(health)
+        if args.save_sizes:
+            data["file_sizes"] = health.file_sizes
+        if args.plot:
+            runs = [("now", health.file_sizes)]
+            if args.compare:
+                runs.insert(0, ("before", json.loads(Path(args.compare).read_text()).get("file_sizes", [])))
+                runs[1] = ("after", health.file_sizes)
+            plot = args.plot if table.policy.which != "routed" else f"{Path(args.plot).with_suffix('')}-{one.name}.png"
+            plot_sizes(plot, runs, health.target_file_size)
+            out.note(f"plot written to {plot}")
+        results.append((data, lambda health=health: render.health(health)))
+    _result(out, table, results)
     return ExitCode.OK
 
 
@@ -143,12 +169,15 @@ def run_compact(args) -> ExitCode:
 
     table, settings, spark, now, interval = _open(args)
     out = output_of(args)
-    with _missing(table, settings), out.progress(f"compacting {table.name}") as advance:
-        result = compact(spark, table, settings, now, dry_run=args.dry_run, partitions=args.partitions,
-                         include_hot=args.include_hot, interval=interval, on_progress=advance)
-    if not args.dry_run:
-        metrics.report(settings, "compaction", {"table": table.name}, metrics.compaction_figures(result))
-    out.result(result.to_json(), result.summary)
+    results = []
+    for one in _each(table, settings):
+        with _missing(one, settings), out.progress(f"compacting {one.name}") as advance:
+            result = compact(spark, one, settings, now, dry_run=args.dry_run, partitions=args.partitions,
+                             include_hot=args.include_hot, interval=interval, on_progress=advance)
+        if not args.dry_run:
+            metrics.report(settings, "compaction", {"table": one.name}, metrics.compaction_figures(result))
+        results.append((result.to_json(), result.summary))
+    _result(out, table, results)
     return ExitCode.OK
 
 
@@ -159,12 +188,18 @@ def run_retain(args) -> ExitCode:
 
     table, settings, spark, now, _ = _open(args)
     out = output_of(args)
-    with _missing(table, settings):
-        result = retain(spark, table, settings, now, dry_run=not args.delete,
-                        retain_override=parse_duration(args.retain) if args.retain else None,
-                        orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than else None)
-    # A dry run and a real one are separate groups: a scheduled dry run must not replace the last deletion's figures.
-    metrics.report(settings, "retention", {"table": table.name, "mode": "dry_run" if result.dry_run else "delete"},
-                   metrics.retention_figures(result))
-    out.result(result.to_json(), lambda: "\n".join([f"  note: {note}" for note in result.notes] + [result.summary()]))
+    results = []
+    for one in _each(table, settings):
+        with _missing(one, settings):
+            result = retain(spark, one, settings, now, dry_run=not args.delete,
+                            retain_override=parse_duration(args.retain) if args.retain else None,
+                            orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than
+                            else None)
+        # A dry run and a real one are separate groups: a scheduled dry run must not replace the last deletion's
+        # figures.
+        metrics.report(settings, "retention", {"table": one.name, "mode": "dry_run" if result.dry_run else "delete"},
+                       metrics.retention_figures(result))
+        results.append((result.to_json(), lambda result=result: "\n".join(
+            [f"  note: {note}" for note in result.notes] + [result.summary()])))
+    _result(out, table, results)
     return ExitCode.OK
