@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
 _LOG4J2_JSON = _LOG4J2.with_name("spark-log4j2-json.properties")  # layered over _LOG4J2 by --log-format json
+# Layered over _LOG4J2 unless LAKELINE_LIBRARY_LOGS=all: library loggers whose output is noise to an operator.
+_LOG4J2_QUIET = _LOG4J2.with_name("spark-log4j2-quiet.properties")
+# What the driver JVM writes to stderr before (or outside) log4j, on every start: the launcher's notice that Spark
+# adds the incubator Vector API module, and the AWS SDK's shaded SLF4J 1.x finding no binding (it then logs
+# nothing, which is what Lakeline wants of it). Dropped unless LAKELINE_LIBRARY_LOGS=all.
+JVM_NOISE = ("WARNING: Using incubator modules:", "SLF4J: ", "SLF4J(W): ", "SLF4J(I): ")
 # Lakeline's own JVM classes, built and tested by infra/setup.sh from the Maven module jvm/. Delta commits on S3
 # with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write one table
 # (ARCHITECTURE.md, "Maintenance beside live streams"); and the strict one-pass record decoder (ingest.transforms).
@@ -82,11 +88,46 @@ def archive_is_mapped(spark: "SparkSession", archive: Path) -> bool:
 
 def _driver_logging(settings: Settings, app_name: str) -> str:
     """The driver JVM's log4j2 options: warnings on stderr as plain lines, or (`LAKELINE_LOG_FORMAT=json`) one
-    JSON object per line naming the application."""
+    JSON object per line naming the application; library noise off unless LAKELINE_LIBRARY_LOGS=all."""
+    files = [_LOG4J2] + ([_LOG4J2_QUIET] if settings.library_logs == "quiet" else [])
     if settings.log_format != "json":
-        return f"-Dlog4j2.configurationFile=file:{_LOG4J2}"
+        return f"-Dlog4j2.configurationFile={','.join(f'file:{f}' for f in files)}"
     app = "".join(c if c.isalnum() or c in "-_." else "_" for c in app_name)
-    return f"-Dlog4j2.configurationFile=file:{_LOG4J2},file:{_LOG4J2_JSON} -Dlakeline.app={app}"
+    files.append(_LOG4J2_JSON)
+    return f"-Dlog4j2.configurationFile={','.join(f'file:{f}' for f in files)} -Dlakeline.app={app}"
+
+
+def is_jvm_noise(line: bytes) -> bool:
+    return line.decode("utf-8", "replace").startswith(JVM_NOISE)
+
+
+def _launch_quiet_gateway(conf: dict[str, str]) -> None:
+    """Start the driver JVM with its stderr through a pipe that drops `JVM_NOISE` and passes every other line on to
+    this process's stderr as it comes (pyspark's `launch_gateway` takes Popen arguments for this). The session
+    then uses this gateway. Nothing happens when a JVM already runs (an earlier session, or spark-submit)."""
+    import subprocess
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):  # noqa: SLF001
+        return
+    gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()),
+                             popen_kwargs={"stderr": subprocess.PIPE})
+    out = os.dup(2)  # stays open for the JVM's lines even if sys.stderr is replaced later
+
+    def pump(stream) -> None:
+        for line in iter(stream.readline, b""):
+            if not is_jvm_noise(line):
+                try:
+                    os.write(out, line)
+                except OSError:
+                    return
+        stream.close()
+
+    threading.Thread(target=pump, args=(gateway.proc.stderr,), name="lakeline-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)  # noqa: SLF001
 
 
 def _class_archive_options(settings: Settings, jars: list[str]) -> str:
@@ -311,6 +352,8 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     # py4j logs every callback at INFO; once anything (Airflow, for one) sets the root logger to INFO, that
     # drowns the pipeline's own progress lines.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if settings.library_logs == "quiet":
+        _launch_quiet_gateway(conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
