@@ -86,7 +86,7 @@ def archive_is_mapped(spark: "SparkSession", archive: Path) -> bool:
     return any(line.split(maxsplit=5)[5:] == [str(archive)] for line in maps)
 
 
-def _driver_logging(settings: Settings, app_name: str) -> str:
+def driver_logging(settings: Settings, app_name: str) -> str:
     """The driver JVM's log4j2 options: warnings on stderr as plain lines, or (`LAKELINE_LOG_FORMAT=json`) one
     JSON object per line naming the application; library noise off unless LAKELINE_LIBRARY_LOGS=all."""
     files = [_LOG4J2] + ([_LOG4J2_QUIET] if settings.library_logs == "quiet" else [])
@@ -253,7 +253,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.hadoop.fs.s3a.endpoint.region": settings.aws_region,
         "spark.hadoop.fs.s3a.fast.upload": "true",
         "spark.hadoop.fs.s3a.committer.magic.enabled": "false",
-        "spark.driver.extraJavaOptions": _driver_logging(settings, app_name),
+        "spark.driver.extraJavaOptions": driver_logging(settings, app_name),
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
     }

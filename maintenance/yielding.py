@@ -29,6 +29,19 @@ def lower_priority(nice: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
+def niced(nice: int):
+    """A Popen `preexec_fn` that starts the child at niceness `nice` or lower priority (nothing but system calls:
+    it runs between fork and exec)."""
+
+    def lower() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
+        except OSError:
+            pass
+
+    return lower
+
+
 def spark_defaults(settings: "Settings") -> dict[str, str]:
     """Spark settings of a maintenance command's session: `maintenance_cores` cores (local[N] on a local master;
     spark.cores.max on a cluster only when set, a cluster's scheduler shares its cores already). The operator's
