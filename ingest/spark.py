@@ -103,9 +103,9 @@ def is_jvm_noise(line: bytes) -> bool:
 
 def _launch_quiet_gateway(conf: dict[str, str]) -> None:
     """Start the driver JVM with its stderr through a pipe that drops `JVM_NOISE` and passes every other line on to
-    this process's stderr as it comes (pyspark's `launch_gateway` takes Popen arguments for this). The session
-    then uses this gateway. Nothing happens when a JVM already runs (an earlier session, or spark-submit)."""
-    import subprocess
+    this process's stderr as it comes (pyspark's `launch_gateway` takes Popen arguments for this). The pipe is read
+    from before the JVM starts, so a JVM that fails to start still says why. The session then uses this gateway.
+    Nothing happens when a JVM already runs (an earlier session, or spark-submit)."""
     import threading
 
     from pyspark import SparkConf, SparkContext
@@ -113,20 +113,24 @@ def _launch_quiet_gateway(conf: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):  # noqa: SLF001
         return
-    gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()),
-                             popen_kwargs={"stderr": subprocess.PIPE})
+    read_end, write_end = os.pipe()
     out = os.dup(2)  # stays open for the JVM's lines even if sys.stderr is replaced later
 
-    def pump(stream) -> None:
-        for line in iter(stream.readline, b""):
-            if not is_jvm_noise(line):
-                try:
-                    os.write(out, line)
-                except OSError:
-                    return
-        stream.close()
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as stream:
+            for line in stream:
+                if not is_jvm_noise(line):
+                    try:
+                        os.write(out, line)
+                    except OSError:
+                        return
 
-    threading.Thread(target=pump, args=(gateway.proc.stderr,), name="lakeline-jvm-stderr", daemon=True).start()
+    threading.Thread(target=pump, name="lakeline-jvm-stderr", daemon=True).start()
+    try:
+        gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()),
+                                 popen_kwargs={"stderr": write_end})
+    finally:
+        os.close(write_end)  # the JVM holds its own copy; the pipe ends when the JVM does
     SparkContext._ensure_initialized(gateway=gateway)  # noqa: SLF001
 
 
