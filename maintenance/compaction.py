@@ -112,8 +112,8 @@ class CompactionResult:
         mb_s = self.bytes_rewritten / 1024 ** 2 / self.seconds if self.seconds else 0.0
         now = self.files_now
         meanwhile = files_added_meanwhile(self.files_before, self.files_rewritten, self.files_written, now)
-        counted = ("not counted after the run" if now is None else
-                   f"{now} there now" + (f" ({meanwhile} added by the stream meanwhile)" if meanwhile else ""))
+        added = f" ({meanwhile} added by the stream meanwhile)" if meanwhile is not None and meanwhile > 0 else ""
+        counted = "not counted after the run" if now is None else f"{now} there now{added}"
         return (f"{self.table}: compacted {len(done)} partition(s), rewrote {self.files_rewritten} files into "
                 f"{self.files_written}; files in them: {self.files_before} when planned, {counted}; "
                 f"{format_size(self.bytes_rewritten)} rewritten in {self.seconds:.1f}s ({mb_s:.1f} MB/s); {tail}")
