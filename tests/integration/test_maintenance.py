@@ -109,7 +109,8 @@ def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spa
     assert len(analyst) == sum(day[1] for day in answer) > 3000  # DuckDB sees every row Spark sees
 
     # Dry run, as the command a DAG task runs (a real process): a plan, and not one file or version changes. Its
-    # stderr holds its own lines and none of the library noise every Spark start with S3 used to print.
+    # stderr holds its own lines and none of the library noise every Spark start with S3 used to print. (The whole
+    # test measured 100 s on Delta and 69 s on Iceberg on the shared 2-core box, this process included.)
     now = datetime.now(UTC)
     done = subprocess.run([sys.executable, "-m", "lakeline", "compact", "--table", config.pipeline, "--conf-dir",
                            str(conf_dir), "--dry-run", "--include-hot", "--now", now.isoformat(), "--output", "json"],
