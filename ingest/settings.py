@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     spark_master: str = Field("local[2]", description="The Spark master: local[N], spark://host:port, yarn, ...")
     spark_driver_memory: str = Field("2g", description="The Spark driver's memory (spark.driver.memory).")
     spark_log_level: str = Field("WARN", description="The SparkContext's log level.")
+    library_logs: Literal["quiet", "all"] = Field("quiet", description=(
+        "quiet: the JVM's and SLF4J's start-up notices, S3A stream statistics and the stack traces of commit "
+        "conflicts that were retried stay out of the output; all: everything the libraries print (debugging)."))
     spark_jars_dir: str | None = Field(None, description=(
         "The folder of connector jars; default: the ones `bash infra/setup.sh` resolved."))
     # Saves every executor fetching about 700 MB of jars from the driver.
@@ -116,6 +119,12 @@ class Settings(BaseSettings):
         "made for these jars, a path to another, or off."))
     class_archive_dump: str | None = Field(None, description=(
         "Set by `lakeline dev class-archive` only: the driver writes the classes it loaded to this path."))
+    maintenance_nice: int = Field(10, ge=0, le=19, description=(
+        "The OS niceness maintenance commands (compact, retain, health) and their Spark driver run at, so a "
+        "stream on the same host gets the CPU first; 0 leaves it alone."))
+    maintenance_cores: int = Field(1, ge=1, description=(
+        "The cores a maintenance command's Spark uses: local[N] when the master is local, spark.cores.max on a "
+        "cluster when set explicitly."))
     task_launcher: Literal["local", "spark-submit"] = Field("local", description=(
         "How Airflow tasks start `lakeline`: local (python -m lakeline beside the worker) or spark-submit "
         "(against LAKELINE_SPARK_MASTER, client mode)."))

@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "infra" / "spark-log4j2.properties"
 _LOG4J2_JSON = _LOG4J2.with_name("spark-log4j2-json.properties")  # layered over _LOG4J2 by --log-format json
+# Layered over _LOG4J2 unless LAKELINE_LIBRARY_LOGS=all: library loggers whose output is noise to an operator.
+_LOG4J2_QUIET = _LOG4J2.with_name("spark-log4j2-quiet.properties")
+# What the driver JVM writes to stderr before (or outside) log4j, on every start: the launcher's notice that Spark
+# adds the incubator Vector API module, and the AWS SDK's shaded SLF4J 1.x finding no binding (it then logs
+# nothing, which is what Lakeline wants of it). Dropped unless LAKELINE_LIBRARY_LOGS=all.
+JVM_NOISE = ("WARNING: Using incubator modules:", "SLF4J: ", "SLF4J(W): ", "SLF4J(I): ")
 # Lakeline's own JVM classes, built and tested by infra/setup.sh from the Maven module jvm/. Delta commits on S3
 # with a conditional PUT (If-None-Match: *), so several drivers (the stream, maintenance) can write one table
 # (ARCHITECTURE.md, "Maintenance beside live streams"); and the strict one-pass record decoder (ingest.transforms).
@@ -80,13 +86,52 @@ def archive_is_mapped(spark: "SparkSession", archive: Path) -> bool:
     return any(line.split(maxsplit=5)[5:] == [str(archive)] for line in maps)
 
 
-def _driver_logging(settings: Settings, app_name: str) -> str:
+def driver_logging(settings: Settings, app_name: str) -> str:
     """The driver JVM's log4j2 options: warnings on stderr as plain lines, or (`LAKELINE_LOG_FORMAT=json`) one
-    JSON object per line naming the application."""
+    JSON object per line naming the application; library noise off unless LAKELINE_LIBRARY_LOGS=all."""
+    files = [_LOG4J2] + ([_LOG4J2_QUIET] if settings.library_logs == "quiet" else [])
     if settings.log_format != "json":
-        return f"-Dlog4j2.configurationFile=file:{_LOG4J2}"
+        return f"-Dlog4j2.configurationFile={','.join(f'file:{f}' for f in files)}"
     app = "".join(c if c.isalnum() or c in "-_." else "_" for c in app_name)
-    return f"-Dlog4j2.configurationFile=file:{_LOG4J2},file:{_LOG4J2_JSON} -Dlakeline.app={app}"
+    files.append(_LOG4J2_JSON)
+    return f"-Dlog4j2.configurationFile={','.join(f'file:{f}' for f in files)} -Dlakeline.app={app}"
+
+
+def is_jvm_noise(line: bytes) -> bool:
+    return line.decode("utf-8", "replace").startswith(JVM_NOISE)
+
+
+def _launch_quiet_gateway(conf: dict[str, str]) -> None:
+    """Start the driver JVM with its stderr through a pipe that drops `JVM_NOISE` and passes every other line on to
+    this process's stderr as it comes (pyspark's `launch_gateway` takes Popen arguments for this). The pipe is read
+    from before the JVM starts, so a JVM that fails to start still says why. The session then uses this gateway.
+    Nothing happens when a JVM already runs (an earlier session, or spark-submit)."""
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):  # noqa: SLF001
+        return
+    read_end, write_end = os.pipe()
+    out = os.dup(2)  # stays open for the JVM's lines even if sys.stderr is replaced later
+
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as stream:
+            for line in stream:
+                if not is_jvm_noise(line):
+                    try:
+                        os.write(out, line)
+                    except OSError:
+                        return
+
+    threading.Thread(target=pump, name="lakeline-jvm-stderr", daemon=True).start()
+    try:
+        gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()),
+                                 popen_kwargs={"stderr": write_end})
+    finally:
+        os.close(write_end)  # the JVM holds its own copy; the pipe ends when the JVM does
+    SparkContext._ensure_initialized(gateway=gateway)  # noqa: SLF001
 
 
 def _class_archive_options(settings: Settings, jars: list[str]) -> str:
@@ -212,7 +257,7 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         "spark.hadoop.fs.s3a.endpoint.region": settings.aws_region,
         "spark.hadoop.fs.s3a.fast.upload": "true",
         "spark.hadoop.fs.s3a.committer.magic.enabled": "false",
-        "spark.driver.extraJavaOptions": _driver_logging(settings, app_name),
+        "spark.driver.extraJavaOptions": driver_logging(settings, app_name),
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
     }
@@ -311,6 +356,8 @@ def build_spark(settings: Settings, app_name: str = "lakeline", extra: dict[str,
     # py4j logs every callback at INFO; once anything (Airflow, for one) sets the root logger to INFO, that
     # drowns the pipeline's own progress lines.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if settings.library_logs == "quiet":
+        _launch_quiet_gateway(conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -36,14 +36,26 @@ ATTEMPTS = 4
 
 @dataclass
 class PartitionResult:
+    """One partition of a run. The counts are measured, never derived: a live stream keeps adding files while the
+    run works, so `files_before - files_rewritten + files_written` is not what is there after (it can even be
+    below zero: the commit may rewrite files the stream added after `files_before` was counted)."""
+
     partition: str
     status: str  # compacted | skipped | failed | planned
     reason: str
-    files_before: int
-    files_after: int
+    files_before: int  # live files in the partition when the run measured it (the plan's count)
+    files_rewritten: int = 0  # files the compaction commit removed (the commit's own metrics)
+    files_written: int = 0  # files the compaction commit added
+    files_now: int | None = None  # live files counted afresh after the run, the stream's new ones included
     bytes_rewritten: int = 0
     seconds: float = 0.0
     attempts: int = 0
+
+
+def files_added_meanwhile(before: int, rewritten: int, written: int, now: int | None) -> int | None:
+    """Files other writers (the stream) added while the run worked: what is there now beyond what the plan saw
+    net of the compaction commit. None when there is no count after the run."""
+    return None if now is None else now - (before - rewritten + written)
 
 
 @dataclass
@@ -66,8 +78,17 @@ class CompactionResult:
         return sum(p.files_before for p in self.partitions)
 
     @property
-    def files_after(self) -> int:
-        return sum(p.files_after for p in self.partitions)
+    def files_rewritten(self) -> int:
+        return sum(p.files_rewritten for p in self.partitions)
+
+    @property
+    def files_written(self) -> int:
+        return sum(p.files_written for p in self.partitions)
+
+    @property
+    def files_now(self) -> int | None:
+        counts = [p.files_now for p in self.partitions]
+        return None if self.dry_run or None in counts else sum(counts)
 
     @property
     def bytes_rewritten(self) -> int:
@@ -76,19 +97,26 @@ class CompactionResult:
     def to_json(self) -> dict:
         data = asdict(self)
         mb_s = self.bytes_rewritten / 1024 ** 2 / self.seconds if self.seconds else 0.0
-        data.update(files_before=self.files_before, files_after=self.files_after,
+        data.update(files_before=self.files_before, files_rewritten=self.files_rewritten,
+                    files_written=self.files_written, files_now=self.files_now,
                     bytes_rewritten=self.bytes_rewritten, mb_per_s=round(mb_s, 2), seconds=round(self.seconds, 2))
         return data
 
     def summary(self) -> str:
+        failed = sum(1 for p in self.partitions if p.status in ("skipped", "failed"))
+        tail = f"{len(self.skipped_by_policy)} left alone by policy, {failed} skipped after conflicts"
+        if self.dry_run:
+            return (f"{self.table}: would compact {len(self.partitions)} partition(s) holding {self.files_before} "
+                    f"files; {tail}")
         done = [p for p in self.partitions if p.status == "compacted"]
         mb_s = self.bytes_rewritten / 1024 ** 2 / self.seconds if self.seconds else 0.0
-        verb = "would compact" if self.dry_run else "compacted"
-        return (f"{self.table}: {verb} {len(done) if not self.dry_run else len(self.partitions)} partition(s), "
-                f"files {self.files_before} -> {self.files_after if not self.dry_run else '?'}, "
-                f"{format_size(self.bytes_rewritten)} rewritten in {self.seconds:.1f}s ({mb_s:.1f} MB/s); "
-                f"{len(self.skipped_by_policy)} left alone by policy, "
-                f"{sum(1 for p in self.partitions if p.status in ('skipped', 'failed'))} skipped after conflicts")
+        now = self.files_now
+        meanwhile = files_added_meanwhile(self.files_before, self.files_rewritten, self.files_written, now)
+        added = f" ({meanwhile} added by the stream meanwhile)" if meanwhile is not None and meanwhile > 0 else ""
+        counted = "not counted after the run" if now is None else f"{now} there now{added}"
+        return (f"{self.table}: compacted {len(done)} partition(s), rewrote {self.files_rewritten} files into "
+                f"{self.files_written}; files in them: {self.files_before} when planned, {counted}; "
+                f"{format_size(self.bytes_rewritten)} rewritten in {self.seconds:.1f}s ({mb_s:.1f} MB/s); {tail}")
 
 
 def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings", now: datetime,
@@ -115,8 +143,7 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
     if dry_run:
         for choice in plan.chosen:
             log.info(f"  would compact {choice.partition or '(table)'}: {choice.reason}")
-            result.partitions.append(PartitionResult(choice.partition, "planned", choice.reason, choice.files,
-                                                     choice.files))
+            result.partitions.append(PartitionResult(choice.partition, "planned", choice.reason, choice.files))
         result.seconds = time.monotonic() - started
         return result
     lake = open_table(spark, table, settings)
@@ -131,14 +158,31 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
         result.partitions.append(part)
         if on_progress is not None:
             on_progress(index, len(plan.chosen), part)
-        log.info(f"  {index}/{len(plan.chosen)} {choice.partition or '(table)'}: {part.status}, files "
-             f"{part.files_before} -> {part.files_after}, {format_size(part.bytes_rewritten)} in "
-             f"{part.seconds:.1f}s{'' if part.status == 'compacted' else ' (' + part.reason + ')'}")
+        log.info(f"  {index}/{len(plan.chosen)} {choice.partition or '(table)'}: {part.status}, "
+                 f"{part.files_rewritten} files rewritten into {part.files_written} ({part.files_before} when "
+                 f"planned), {format_size(part.bytes_rewritten)} in {part.seconds:.1f}s"
+                 f"{'' if part.status == 'compacted' else ' (' + part.reason + ')'}")
     if any(p.status == "compacted" for p in result.partitions):
         tidied = _with_retries(lake.maintenance.tidy_metadata, "rewrite_manifests", classify, sleep)[0]
         result.manifests_rewritten = tidied or 0
+    if result.partitions:
+        count_after(result.partitions, _counts_now(lake))
     result.seconds = time.monotonic() - started
     return result
+
+
+def count_after(partitions: list[PartitionResult], counts: dict[str, int] | None) -> None:
+    """Set each partition's `files_now` from a fresh count of the table's live files (None: not counted)."""
+    for part in partitions:
+        part.files_now = None if counts is None else counts.get(part.partition, 0)
+
+
+def _counts_now(lake: LakeTable) -> dict[str, int] | None:
+    try:
+        return lake.maintenance.file_counts()
+    except Exception as exc:  # noqa: BLE001 - the compaction is done; only its report lacks the count after
+        log.warning(f"files after the compaction not counted: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        return None
 
 
 def _with_retries(action, what: str, classify, sleep) -> tuple[object | None, int, str]:
@@ -176,8 +220,7 @@ def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_be
                                              partition or lake.ref, classify, sleep)
     seconds = time.monotonic() - started
     if outcome is None:
-        return PartitionResult(partition, "skipped", error, files_before, files_before, 0, seconds, attempts)
+        return PartitionResult(partition, "skipped", error, files_before, seconds=seconds, attempts=attempts)
     return PartitionResult(partition, "compacted", f"{outcome.files_removed} files rewritten into "
-                           f"{outcome.files_added}", files_before,
-                           files_before - outcome.files_removed + outcome.files_added, outcome.bytes_rewritten,
-                           seconds, attempts)
+                           f"{outcome.files_added}", files_before, outcome.files_removed, outcome.files_added,
+                           bytes_rewritten=outcome.bytes_rewritten, seconds=seconds, attempts=attempts)

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 HELP = {
     "files_compacted": "Data files replaced by compaction in the last run",
     "files_written": "Data files compaction wrote in the last run",
+    "files_now": "Data files in the partitions compaction chose, counted after the last run (the stream's new "
+                 "files included)",
     "bytes_rewritten": "Bytes compaction rewrote in the last run",
     "partitions_compacted": "Partitions compacted in the last run",
     "partitions_failed": "Partitions whose compaction failed in the last run",
@@ -45,9 +47,14 @@ HELP = {
 
 def compaction_figures(result: "CompactionResult") -> dict[str, float]:
     done = [p for p in result.partitions if p.status == "compacted"]
-    return {"files_compacted": sum(p.files_before for p in done), "files_written": sum(p.files_after for p in done),
-            "bytes_rewritten": sum(p.bytes_rewritten for p in done), "partitions_compacted": len(done),
-            "partitions_failed": sum(p.status == "failed" for p in result.partitions), "seconds": result.seconds}
+    figures = {"files_compacted": sum(p.files_rewritten for p in done),
+               "files_written": sum(p.files_written for p in done),
+               "bytes_rewritten": sum(p.bytes_rewritten for p in done), "partitions_compacted": len(done),
+               "partitions_failed": sum(p.status == "failed" for p in result.partitions), "seconds": result.seconds}
+    now = [p.files_now for p in result.partitions]
+    if now and None not in now:
+        figures["files_now"] = sum(now)
+    return figures
 
 
 def retention_figures(result: "RetentionResult") -> dict[str, float]:

@@ -48,11 +48,14 @@ def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> 
                           "spark://host:7077 or yarn)")
     # spark-submit starts the driver's JVM: the connector jars must be on its classpath from the start (a
     # SparkSession's spark.jars would come too late for Hadoop's FileSystem lookup of S3A).
-    from ingest.spark import spark_jars
+    from ingest.spark import driver_logging, spark_jars
 
     jars = spark_jars(load_settings())
+    # Likewise its logging: a session's spark.driver.extraJavaOptions would come after log4j has started.
     return [settings.spark_submit, "--master", settings.spark_master, "--deploy-mode", "client",
-            "--driver-class-path", os.pathsep.join(jars), str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
+            "--driver-class-path", os.pathsep.join(jars), "--driver-java-options",
+            driver_logging(settings, f"lakeline-{args[0]}" if args else "lakeline"),
+            str(REPO_ROOT / "lakeline" / "__main__.py"), *args]
 
 
 def run_lakeline(args: list[str], timeout: float | None = None,
@@ -61,12 +64,16 @@ def run_lakeline(args: list[str], timeout: float | None = None,
     parse the JSON it prints on stdout.
     Raises TaskFailed for an exit code outside `allowed_codes`."""
     command = lakeline_command(args)
-    from ingest.settings import child_env
+    from ingest.settings import child_env, load_settings
+    from maintenance.yielding import niced
 
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    nice = load_settings().maintenance_nice
+    # Every task is maintenance beside the streams: the command starts at a lower priority, whichever process
+    # (python, or spark-submit's JVM) comes first.
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               cwd=REPO_ROOT)
+                               cwd=REPO_ROOT, preexec_fn=niced(nice) if nice else None)
     tail: list[str] = []
 
     def pump() -> None:

@@ -43,13 +43,9 @@ class DeltaMaintenance(TableMaintenance):
 
     def measure(self) -> TableFiles:
         from delta.tables import DeltaTable
-        from pyspark.sql import DataFrame
         from pyspark.sql import functions as F
 
-        snapshot = self.table.snapshot()
-        files = DataFrame(snapshot.allFiles().toDF(), self.spark)
-        columns = [field.column for field in self.table.partitioning]
-        values = [F.col("partitionValues")[column].alias(f"p{i}") for i, column in enumerate(columns)]
+        snapshot, files, columns, values = self._files()
         rows = [(partition_key([(column, r[f"p{i}"]) for i, column in enumerate(columns)]), int(r["size"]),
                  utc_from_millis(r["modificationTime"]))
                 for r in files.select(*values, "size", "modificationTime").collect()]
@@ -61,6 +57,22 @@ class DeltaMaintenance(TableMaintenance):
         optimized = history.where("operation = 'OPTIMIZE'").agg(F.max(F.unix_millis("timestamp"))).first()[0]
         return TableFiles(self.location, rows, len(versions), int(snapshot.version()),
                           sum(size for _, size, _ in log), utc_from_millis(oldest), utc_from_millis(optimized))
+
+    def _files(self):
+        """A fresh snapshot, its live files, and their partition values as columns p0, p1, ..."""
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+
+        snapshot = self.table.snapshot()
+        files = DataFrame(snapshot.allFiles().toDF(), self.spark)
+        columns = [field.column for field in self.table.partitioning]
+        values = [F.col("partitionValues")[column].alias(f"p{i}") for i, column in enumerate(columns)]
+        return snapshot, files, columns, values
+
+    def file_counts(self) -> dict[str, int]:
+        _, files, columns, values = self._files()
+        return {partition_key([(column, r[f"p{i}"]) for i, column in enumerate(columns)]): int(r["count"])
+                for r in files.select(*values).groupBy(*(f"p{i}" for i in range(len(columns)))).count().collect()}
 
     def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
         from delta.tables import DeltaTable

@@ -115,6 +115,12 @@ class IcebergMaintenance(TableMaintenance):
                           self._current_snapshot_id(), sum(size for _, size, _ in metadata),
                           utc_from_millis(stats["oldest"]), utc_from_millis(stats["replaced"]))
 
+    def file_counts(self) -> dict[str, int]:
+        values = self._partition_values()
+        files = self.spark.table(f"{self.identifier}.files").where("content = 0").select(*values)
+        return {self._key(r): int(r["count"])
+                for r in files.groupBy(*(f"p{i}" for i in range(len(values)))).count().collect()}
+
     def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
         """rewrite_data_files through Iceberg's action API, so one partition is chosen by its transform's value
         (a bucket or truncate partition has no predicate on the source column that selects exactly it)."""

@@ -42,7 +42,7 @@ class Layout:
 
 @dataclass
 class Rewrite:
-    """What one compaction commit did."""
+    """What one compaction commit did: the files it removed and added (the commit's own metrics)."""
 
     files_removed: int
     files_added: int
@@ -69,9 +69,18 @@ class TableMaintenance(ABC):
         """Live data files per partition (keyed by the table's partitioning names and values) and the version
         history."""
 
+    def file_counts(self) -> dict[str, int]:
+        """Live data files per partition key now (what a compaction run reports as there after it, the stream's
+        new files included). Formats override it with a lighter query than `measure`."""
+        counts: dict[str, int] = {}
+        for partition, _, _ in self.measure().files:
+            counts[partition] = counts.get(partition, 0) + 1
+        return counts
+
     @abstractmethod
     def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
-        """Compact one partition (a key from `measure`; None: the whole table) in one atomic commit."""
+        """Compact one partition (a key from `measure`; None: the whole table) in one atomic commit; the counts
+        are those of that commit alone (files the stream adds meanwhile are not in them)."""
 
     def tidy_metadata(self) -> int:
         """After compaction: rewrite what the format's metadata needs (Iceberg manifests). Returns the count."""

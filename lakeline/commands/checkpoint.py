@@ -52,7 +52,11 @@ def run(args) -> ExitCode:
 
     config, settings = load(args)
     out = output_of(args)
-    spark = build_spark(settings, f"lakeline-checkpoint-{args.action}")
+    from maintenance.yielding import yield_to_streams
+
+    # backup and verify run beside the stream (the DAG); restore and repair are an operator's, with the stream down
+    defaults = yield_to_streams(settings) if args.action in ("backup", "verify") else None
+    spark = build_spark(settings, f"lakeline-checkpoint-{args.action}", defaults=defaults)
     fs = HadoopFS(spark)
     location, root = config.checkpoint_location(settings), config.backup_location(settings)
 

@@ -101,7 +101,10 @@ def _open(args):
         # Retention cut-offs are computed from `now`: a time in the future would delete inside the real window.
         raise ConfigError(f"--now {now.isoformat()} is in the future; retain --delete only runs as of the present "
                           "or the past")
-    return table, settings, build_spark(settings, f"lakeline-{args.command}-{table.name}"), now, interval
+    from maintenance.yielding import yield_to_streams
+
+    spark = build_spark(settings, f"lakeline-{args.command}-{table.name}", defaults=yield_to_streams(settings))
+    return table, settings, spark, now, interval
 
 
 def _each(table, settings) -> list:

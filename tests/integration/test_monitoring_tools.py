@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from infra.monitoring_tools import prometheus_tools
 from infra.procs import ComponentError, free_port
 from maintenance import metrics as maintenance_metrics
+from maintenance.compaction import PartitionResult
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -93,9 +94,8 @@ def test_pushed_maintenance_figures_fire_the_alerts_in_a_real_prometheus(tools, 
     settings = SimpleNamespace(pushgateway_url=gateway, metrics_textfile_dir=None)
 
     def compaction(failed: int, compacted: int):
-        partitions = [SimpleNamespace(status="compacted", files_before=40, files_after=2, bytes_rewritten=9_000_000)
-                      ] * compacted + [SimpleNamespace(status="failed", files_before=5, files_after=5,
-                                                       bytes_rewritten=0)] * failed
+        partitions = [PartitionResult("d", "compacted", "", 40, 40, 2, files_now=2, bytes_rewritten=9_000_000)
+                      ] * compacted + [PartitionResult("d", "failed", "", 5, files_now=5)] * failed
         return maintenance_metrics.compaction_figures(SimpleNamespace(seconds=3.0, partitions=partitions))
 
     assert maintenance_metrics.report(settings, "compaction", {"table": "orders"}, compaction(0, 3)) == gateway

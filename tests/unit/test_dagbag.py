@@ -97,6 +97,8 @@ def test_task_launcher_command_lines(launcher, expect):
         assert command[-4].endswith("lakeline/__main__.py")
         # the driver JVM spark-submit starts has the connector jars from the start
         assert "lakeline-spark-runtime.jar" in command[command.index("--driver-class-path") + 1]
+        # and its logging: library noise off from the JVM's start
+        assert "spark-log4j2-quiet.properties" in command[command.index("--driver-java-options") + 1]
 
 
 def test_spark_submit_launcher_needs_a_master():

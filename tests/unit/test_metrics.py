@@ -20,6 +20,7 @@ from ingest.events import (BatchCommitted, BatchReplayed, JsonLogLines, Pipeline
 from ingest.metrics import RunMetrics, push_maintenance, serve
 from lakeline import cli, logs
 from maintenance import metrics as maintenance_metrics
+from maintenance.compaction import PartitionResult
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -118,10 +119,12 @@ def gateway():
 
 def test_compaction_figures_pushed_to_a_pushgateway_grouped_by_table(gateway):
     address, pushes = gateway
+    # The stream added files while the run worked: the commit rewrote 44 files (more than the 40 planned) into 2,
+    # and 7 files are there after the run.
     result = SimpleNamespace(seconds=12.5, partitions=[
-        SimpleNamespace(status="compacted", files_before=40, files_after=2, bytes_rewritten=9_000_000),
-        SimpleNamespace(status="failed", files_before=10, files_after=10, bytes_rewritten=0),
-        SimpleNamespace(status="skipped", files_before=3, files_after=3, bytes_rewritten=0)])
+        PartitionResult("d=1", "compacted", "", 40, 44, 2, files_now=5, bytes_rewritten=9_000_000),
+        PartitionResult("d=2", "failed", "", 10, files_now=1),
+        PartitionResult("d=3", "skipped", "", 3, files_now=1)])
     settings = SimpleNamespace(pushgateway_url=f"http://{address}", metrics_textfile_dir=None)
     assert maintenance_metrics.report(settings, "compaction", {"table": "orders"},
                                       maintenance_metrics.compaction_figures(result)) == f"http://{address}"
@@ -129,7 +132,8 @@ def test_compaction_figures_pushed_to_a_pushgateway_grouped_by_table(gateway):
     assert method == "PUT" and path == "/metrics/job/lakeline_compaction/table/orders"
     got = samples(body)
     t = (("table", "orders"),)
-    assert got[("lakeline_compaction_files_compacted", t)] == 40 and got[("lakeline_compaction_files_written", t)] == 2
+    assert got[("lakeline_compaction_files_compacted", t)] == 44 and got[("lakeline_compaction_files_written", t)] == 2
+    assert got[("lakeline_compaction_files_now", t)] == 7
     assert got[("lakeline_compaction_bytes_rewritten", t)] == 9_000_000
     assert got[("lakeline_compaction_partitions_failed", t)] == 1
     assert got[("lakeline_compaction_last_run_timestamp_seconds", t)] > 0

@@ -1,0 +1,72 @@
+"""Maintenance yields to the stream (priority and cores of a maintenance command) and library noise stays out of
+the output: the pieces that decide it, without a JVM."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ingest.settings import Settings
+from ingest.spark import is_jvm_noise, spark_conf
+from maintenance.yielding import spark_defaults
+
+
+def test_maintenance_spark_gets_fewer_cores_on_a_local_master_and_a_cap_on_a_cluster_only_when_asked():
+    assert spark_defaults(Settings()) == {"spark.master": "local[1]"}
+    assert spark_defaults(Settings(spark_master="local[4]", maintenance_cores=2)) == {"spark.master": "local[2]"}
+    assert spark_defaults(Settings(spark_master="spark://h:7077")) == {}
+    assert spark_defaults(Settings(spark_master="spark://h:7077", maintenance_cores=3)) == {"spark.cores.max": "3"}
+
+
+def test_defaults_reach_the_session_and_the_operators_spark_conf_still_wins(jars):
+    settings = Settings(spark_jars_dir=str(jars))
+    assert spark_conf(settings, "t", defaults=spark_defaults(settings))["spark.master"] == "local[1]"
+    chosen = Settings(spark_jars_dir=str(jars), spark_conf={"spark.master": "local[2]"})
+    assert spark_conf(chosen, "t", defaults=spark_defaults(chosen))["spark.master"] == "local[2]"
+
+
+def _niceness_after(start: int, asked: int) -> int:
+    code = (f"import os; os.nice({start}); from maintenance.yielding import lower_priority; "
+            f"print(lower_priority({asked}), os.getpriority(os.PRIO_PROCESS, 0))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    returned, actual = map(int, done.stdout.split())
+    assert returned == actual
+    return actual
+
+
+def test_priority_is_lowered_before_spark_starts_and_never_raised():
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert _niceness_after(0, base + 5) == base + 5
+    assert _niceness_after(7, base + 3) == base + 7  # already lower: left alone
+
+
+def test_library_logging_layers(jars):
+    quiet = spark_conf(Settings(spark_jars_dir=str(jars)), "t")["spark.driver.extraJavaOptions"]
+    assert "spark-log4j2.properties,file:" in quiet and "spark-log4j2-quiet.properties" in quiet
+    everything = spark_conf(Settings(spark_jars_dir=str(jars), library_logs="all"),
+                            "t")["spark.driver.extraJavaOptions"]
+    assert "spark-log4j2-quiet.properties" not in everything
+    as_json = spark_conf(Settings(spark_jars_dir=str(jars), log_format="json"), "t")["spark.driver.extraJavaOptions"]
+    files = as_json.split()[0].split("=", 1)[1].split(",")
+    assert [f.rsplit("/", 1)[1] for f in files] == [
+        "spark-log4j2.properties", "spark-log4j2-quiet.properties", "spark-log4j2-json.properties"]
+
+
+def test_jvm_start_up_notices_are_dropped_and_everything_else_passes():
+    assert is_jvm_noise(b"WARNING: Using incubator modules: jdk.incubator.vector\n")
+    assert is_jvm_noise(b'SLF4J: Failed to load class "org.slf4j.impl.StaticLoggerBinder".\n')
+    assert is_jvm_noise(b"SLF4J(W): Class path contains SLF4J bindings targeting slf4j-api versions 1.7.x\n")
+    assert not is_jvm_noise(b"17:46:09 WARN ProcessingTimeExecutor: Current batch is falling behind.\n")
+    assert not is_jvm_noise(b"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space\n")
+    assert not is_jvm_noise(b"WARNING: An illegal reflective access operation has occurred\n")
+
+
+def test_airflow_tasks_start_their_command_niced():
+    from maintenance.yielding import niced
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"],
+                          capture_output=True, text=True, check=True, preexec_fn=niced(base + 4))
+    assert int(done.stdout) == base + 4
