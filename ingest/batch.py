@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 COMMIT_ATTEMPTS = 6
 # Add mode: the distinct `_rescued_data` objects of a batch that type the new columns (more is slower, not safer:
-# a value that does not fit the type inferred from these becomes a schema_violation dead letter, never lost).
+# a value that does not fit the type inferred from these is rescued, or a schema_violation dead letter, never lost).
 EVOLUTION_SAMPLE = 10_000
 # A batch is written by at most one task per this many records (never more tasks than it has input partitions):
 # a small batch lands as one file per table partition instead of one per source partition.
@@ -49,6 +49,7 @@ class BatchReport:
     phases: dict[str, float] = field(default_factory=dict)  # decode+scan, dead-letter commit, table commit
     end: Offsets = field(default_factory=dict)  # the main table's end after the batch
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # dead letters per reason (ingest.transforms)
+    rescued_conflicts: dict[str, int] = field(default_factory=dict)  # rows with a value rescued, per field
 
     @property
     def end_json(self) -> dict[str, dict[str, int]]:
@@ -199,6 +200,7 @@ class BatchCommitter:
             self.restart_requested = self.restart_requested or evolved_here
             report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
             report.dead_letter_reasons = _reasons(cover)
+            report.rescued_conflicts = _conflict_counts(cover)
             self._previous_had_dead_letters = dead > 0
         finally:
             decoded.unpersist()
@@ -231,7 +233,8 @@ class BatchCommitter:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from ingest.transforms import dead_letter_rows, fixed_timestamp, is_new, table_rows
+        from ingest.transforms import (conflict_fields, decoder_struct, dead_letter_rows, fixed_timestamp, is_new,
+                                       table_rows)
 
         # Planned ranges start where the previous batch ended: at or past the main table's end unless this batch
         # replays records the table holds (then the per-record filter applies). A planned start past the table's
@@ -244,8 +247,12 @@ class BatchCommitter:
         new_main = good if fresh else good & is_new(self._main_end, coords)
         new_dead = bad & is_new(self._dlq_end, coords)
         observation = Observation(f"lakeline_{self.lineage}_{batch_id}")
+        schema = self.config.record_schema
+        drifting = conflict_fields(decoder_struct(schema)) if schema.rescues_conflicts else []
+        conflicts = [F.sum((new_main & F.array_contains("_conflicts", path)).cast("long")).alias(f"conflict_{i}")
+                     for i, path in enumerate(drifting)]
         observed = batch.observe(observation, F.sum(new_main.cast("long")).alias("rows"),
-                                 F.sum(new_dead.cast("long")).alias("dead"), *_reason_counts(new_dead))
+                                 F.sum(new_dead.cast("long")).alias("dead"), *_reason_counts(new_dead), *conflicts)
         ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
         main_end = _advance(self._main_end, batch_end)
         record = self._record(batch_id, start, main_end, None, None)
@@ -274,6 +281,8 @@ class BatchCommitter:
         self.first_batch_of_start = False
         report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
         report.dead_letter_reasons = _reasons(counts)
+        report.rescued_conflicts = {path: int(counts[f"conflict_{i}"]) for i, path in enumerate(drifting)
+                                    if counts.get(f"conflict_{i}")}
 
     def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
@@ -287,7 +296,7 @@ class BatchCommitter:
         from ingest.transforms import decode, is_new, raw_fields, pipeline_columns, record_columns
 
         texts = [] if not rescued else [
-            r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
+            r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_undeclared")
                                          & is_new(self._main_end, coords))
             .select("_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect()]
         changes = additions(texts, self.evolved, reserved=pipeline_columns(self.config))
@@ -345,20 +354,54 @@ class BatchCommitter:
 
 
 def _cover(decoded: "DataFrame", coords, main_end: Offsets, dlq_end: Offsets) -> list:
-    """Per (source, partition): first and last position, and the good / bad records past each table's end
-    (every record, when the ends are empty)."""
+    """Per (source, partition): first and last position, the good / bad records past each table's end (every
+    record, when the ends are empty), the good ones with undeclared fields (`rescued`), and `conflicts`: per field,
+    the good ones whose value for it was rescued. Grouped by the records' conflict lists too (a handful of groups)
+    and folded here, so the per-field counts cost no other pass."""
     from pyspark.sql import functions as F
 
     from ingest.transforms import is_new
 
     good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
-    return decoded.groupBy(coords.source, coords.partition).agg(
+    return _fold(decoded.groupBy(coords.source, coords.partition, "_conflicts").agg(
         F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
         F.sum((good & is_new(main_end, coords)).cast("long")).alias("rows"),
         F.sum((bad & is_new(dlq_end, coords)).cast("long")).alias("dead"),
-        F.sum((good & F.col("_rescued_data").isNotNull() & is_new(main_end, coords)).cast("long")).alias("rescued"),
+        F.sum((good & F.col("_undeclared") & is_new(main_end, coords)).cast("long")).alias("rescued"),
         *_reason_counts(bad & is_new(dlq_end, coords)),
-    ).collect()
+    ).collect())
+
+
+def _fold(groups: list) -> list:
+    """`_cover`'s groups (source, partition, conflict list) as one Row per (source, partition): positions' min and
+    max, counts summed, and `conflicts` {field: rows}."""
+    from pyspark.sql import Row
+
+    folded: dict[tuple, dict] = {}
+    for group in groups:
+        values = group.asDict()
+        conflicts, rows = values.pop("_conflicts"), int(values["rows"] or 0)
+        into = folded.get((group[0], group[1]))
+        if into is None:
+            into = folded[(group[0], group[1])] = {**values, "conflicts": {}}
+        else:
+            for name in list(values)[2:]:
+                if name in ("first", "last"):
+                    into[name] = (min if name == "first" else max)(into[name], values[name])
+                else:
+                    into[name] = (into[name] or 0) + (values[name] or 0)
+        for path in conflicts or ():
+            into["conflicts"][path] = into["conflicts"].get(path, 0) + rows
+    return [Row(**values) for values in folded.values()]
+
+
+def _conflict_counts(cover: list) -> dict[str, int]:
+    """The rows with a rescued conflict per field, over `_cover`'s partitions (fields with none left out)."""
+    totals: dict[str, int] = {}
+    for row in cover:
+        for path, count in row["conflicts"].items():
+            totals[path] = totals.get(path, 0) + count
+    return {path: n for path, n in sorted(totals.items()) if n}
 
 
 def _reason_counts(new_dead) -> list:
