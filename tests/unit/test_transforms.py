@@ -322,7 +322,8 @@ def test_a_huge_exponent_is_refused_without_being_expanded(spark):
     config = _config_with(NESTED)
     payload = json.dumps({**ORDER, "paid_at": 123}).replace('"paid_at": 123', '"paid_at": 1e300000000')
     row = decode(_frame(spark, [payload.encode()]), config.record_schema).first()
-    assert row["_error"] is None and row["paid_at"] is None and row["_rescued_data"].startswith('{"paid_at":1e300000000,')
+    assert row["_error"] is None and row["paid_at"] is None
+    assert row["_rescued_data"].startswith('{"paid_at":1e300000000,')
 
 
 @pytest.mark.parametrize("change,field,path,value", [
