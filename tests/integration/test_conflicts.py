@@ -1,8 +1,8 @@
 """Type conflicts rescued, not dead-lettered (schema.on_type_conflict: rescue, the default), end to end against the
 real broker: add mode on both formats (a declared field and a column evolution added, top level, nested and in an
 array element; required and NOT NULL fields still dead letters; measured 55 s on Delta as the session's first Spark
-test, 17 s on Iceberg) and rescue mode's one-pass batches on Delta (measured 24 s; Iceberg, 13 s, in the soak run). Dead letters under
-`on_type_conflict: dead_letter` in add mode: test_evolution."""
+test, 17 s on Iceberg) and rescue mode's one-pass batches on Delta (measured 24 s; Iceberg, 13 s, in the soak
+run). Dead letters under `on_type_conflict: dead_letter` in add mode: test_evolution."""
 
 from __future__ import annotations
 

@@ -244,7 +244,8 @@ def test_type_conflicts_are_rescued_unless_told_or_in_fail_mode(tmp_path):
     assert schema(evolution="add").rescues_conflicts
     assert not schema(on_type_conflict="dead_letter").rescues_conflicts
     assert not schema(evolution="fail").rescues_conflicts  # fail mode keeps every conflict a dead letter
-    message = _error_for(tmp_path, lambda d: d["schema"].update(evolution="fail", on_type_conflict="rescue"))
+    message = _error_for(tmp_path, lambda d: d.update(schema={**d["schema"], "evolution": "fail",
+                                                             "on_type_conflict": "rescue"}))
     assert "schema: on_type_conflict: rescue needs evolution rescue or add" in message
-    message = _error_for(tmp_path, lambda d: d["schema"].update(on_type_conflict="drop"))
+    message = _error_for(tmp_path, lambda d: d.update(schema={**d["schema"], "on_type_conflict": "drop"}))
     assert "schema.on_type_conflict" in message and "'dead_letter'" in message
