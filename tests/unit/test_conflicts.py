@@ -1,7 +1,10 @@
-"""The batch's per-partition cover folded from its (partition, conflict list) groups (ingest.batch._fold): positions
-and counts per partition exactly as an ungrouped aggregation gives them, and the rescued conflicts per field."""
+"""Pure parts of type-conflict rescue: the batch's cover folded from its (partition, conflict list) groups
+(ingest.batch._fold), with positions and counts per partition exactly as an ungrouped aggregation gives them and
+the rescued conflicts per field; add mode's additions never taking a conflict's path."""
 
 from __future__ import annotations
+
+import json
 
 from pyspark.sql import Row
 
@@ -36,3 +39,25 @@ def test_groups_fold_into_one_row_per_partition_with_conflicts_per_field():
 def test_a_batch_without_conflicts_counts_none():
     cover = _fold([_group("t", 0, None, 0, 4, 5, 0, 0)])
     assert _conflict_counts(cover) == {} and cover[0]["rows"] == 5 and cover[0]["conflicts"] == {}
+
+
+def test_add_mode_never_makes_a_rescued_conflict_a_column():
+    """Every path the decoder rescues a conflict under names a column the table has (or an element or a map value
+    of one): none is an addition, whatever its value, so a conflict never adds a column or a second type."""
+    from pyspark.sql.types import (ArrayType, LongType, MapType, StringType, StructField, StructType,
+                                   TimestampType)
+
+    from ingest.evolution import additions
+
+    table = StructType([
+        StructField("items", LongType()),
+        StructField("installation", StructType([StructField("created_at", TimestampType())])),
+        StructField("labels", ArrayType(StructType([StructField("n", LongType())]))),
+        StructField("tags", ArrayType(LongType())),
+        StructField("attrs", MapType(StringType(), LongType())),
+    ])
+    conflicts = json.dumps({"items": "two", "installation.created_at": 1700000000, "labels[1].n": "two",
+                            "tags[0]": {"a": 1}, "attrs.k": "v", "installation": "x"})
+    assert additions([conflicts], table) == []
+    added = additions([conflicts, '{"labels[0].m": 1}'], table)
+    assert [c.describe() for c in added] == ["add labels.element.m bigint"]
