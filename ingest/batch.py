@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 COMMIT_ATTEMPTS = 6
 # Add mode: the distinct `_rescued_data` objects of a batch that type the new columns (more is slower, not safer:
-# a value that does not fit the type inferred from these becomes a schema_violation dead letter, never lost).
+# a value that does not fit the type inferred from these is rescued, or a schema_violation dead letter, never lost).
 EVOLUTION_SAMPLE = 10_000
 # A batch is written by at most one task per this many records (never more tasks than it has input partitions):
 # a small batch lands as one file per table partition instead of one per source partition.
@@ -50,6 +50,7 @@ class BatchReport:
     end: Offsets = field(default_factory=dict)  # the main table's end after the batch
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # dead letters per reason (ingest.transforms)
     routed: dict[str, int] = field(default_factory=dict)  # a routed pipeline's rows per routed table (sink.route)
+    rescued_conflicts: dict[str, int] = field(default_factory=dict)  # rows with a value rescued, per field
 
     @property
     def end_json(self) -> dict[str, dict[str, int]]:
@@ -200,6 +201,7 @@ class BatchCommitter:
             self.restart_requested = self.restart_requested or evolved_here
             report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
             report.dead_letter_reasons = _reasons(cover)
+            report.rescued_conflicts = _conflict_counts(cover)
             self._previous_had_dead_letters = dead > 0
         finally:
             decoded.unpersist()
@@ -232,7 +234,8 @@ class BatchCommitter:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from ingest.transforms import dead_letter_rows, fixed_timestamp, is_new, table_rows
+        from ingest.transforms import (conflict_fields, decoder_struct, dead_letter_rows, fixed_timestamp, is_new,
+                                       table_rows)
 
         # Planned ranges start where the previous batch ended: at or past the main table's end unless this batch
         # replays records the table holds (then the per-record filter applies). A planned start past the table's
@@ -245,8 +248,12 @@ class BatchCommitter:
         new_main = good if fresh else good & is_new(self._main_end, coords)
         new_dead = bad & is_new(self._dlq_end, coords)
         observation = Observation(f"lakeline_{self.lineage}_{batch_id}")
+        schema = self.config.record_schema
+        drifting = conflict_fields(decoder_struct(schema)) if schema.rescues_conflicts else []
+        conflicts = [F.sum((new_main & F.array_contains("_conflicts", path)).cast("long")).alias(f"conflict_{i}")
+                     for i, path in enumerate(drifting)]
         observed = batch.observe(observation, F.sum(new_main.cast("long")).alias("rows"),
-                                 F.sum(new_dead.cast("long")).alias("dead"), *_reason_counts(new_dead))
+                                 F.sum(new_dead.cast("long")).alias("dead"), *_reason_counts(new_dead), *conflicts)
         ingested_at = fixed_timestamp(self.spark, datetime.now(UTC))
         main_end = _advance(self._main_end, batch_end)
         record = self._record(batch_id, start, main_end, None, None)
@@ -275,6 +282,8 @@ class BatchCommitter:
         self.first_batch_of_start = False
         report.rows, report.dead_letters, report.end = rows, dead, dict(main_end)
         report.dead_letter_reasons = _reasons(counts)
+        report.rescued_conflicts = {path: int(counts[f"conflict_{i}"]) for i, path in enumerate(drifting)
+                                    if counts.get(f"conflict_{i}")}
 
     def _evolve(self, decoded: "DataFrame", coords, batch_id: int, rescued: int) -> "DataFrame | None":
         """Add mode: add the fields this batch's records carry and the table lacks, then decode the batch again
@@ -293,7 +302,7 @@ class BatchCommitter:
         # first-seen type on every run and format, as `schema infer` reading from the start does.
         first = F.min(F.struct(coords.source, coords.partition, coords.position)).alias("first")
         texts = [] if not rescued else [
-            r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
+            r[0] for r in decoded.filter(F.col("_error").isNull() & F.col("_undeclared")
                                          & is_new(self._main_end, coords))
             .groupBy("_rescued_data").agg(first).orderBy("first").limit(EVOLUTION_SAMPLE)
             .select("_rescued_data").collect()]
@@ -354,20 +363,55 @@ class BatchCommitter:
 
 
 def _cover(decoded: "DataFrame", coords, main_end: Offsets, dlq_end: Offsets) -> list:
-    """Per (source, partition): first and last position, and the good / bad records past each table's end
-    (every record, when the ends are empty)."""
+    """Per (source, partition): first and last position, the good / bad records past each table's end (every
+    record, when the ends are empty), the good ones with undeclared fields (`rescued`), and `conflicts`: per field,
+    the good ones whose value for it was rescued. Grouped by the records' conflict lists too (a handful of groups)
+    and folded here, so the per-field counts cost no other pass."""
     from pyspark.sql import functions as F
 
     from ingest.transforms import is_new
 
     good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
-    return decoded.groupBy(coords.source, coords.partition).agg(
+    return _fold(decoded.groupBy(coords.source, coords.partition, "_conflicts").agg(
         F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
         F.sum((good & is_new(main_end, coords)).cast("long")).alias("rows"),
         F.sum((bad & is_new(dlq_end, coords)).cast("long")).alias("dead"),
-        F.sum((good & F.col("_rescued_data").isNotNull() & is_new(main_end, coords)).cast("long")).alias("rescued"),
+        F.sum((good & F.col("_undeclared") & is_new(main_end, coords)).cast("long")).alias("rescued"),
         *_reason_counts(bad & is_new(dlq_end, coords)),
-    ).collect()
+    ).collect())
+
+
+def _fold(groups: list, keys: int = 2) -> list:
+    """`_cover`'s groups (source, partition, conflict list) as one Row per (source, partition) (per its first `keys`
+    columns): positions' min and max, counts summed, and `conflicts` {field: rows}."""
+    from pyspark.sql import Row
+
+    folded: dict[tuple, dict] = {}
+    for group in groups:
+        values = group.asDict()
+        conflicts, rows = values.pop("_conflicts"), int(values["rows"] or 0)
+        key = tuple(group[:keys])
+        into = folded.get(key)
+        if into is None:
+            into = folded[key] = {**values, "conflicts": {}}
+        else:
+            for name in list(values)[keys:]:
+                if name in ("first", "last"):
+                    into[name] = (min if name == "first" else max)(into[name], values[name])
+                else:
+                    into[name] = (into[name] or 0) + (values[name] or 0)
+        for path in conflicts or ():
+            into["conflicts"][path] = into["conflicts"].get(path, 0) + rows
+    return [Row(**values) for values in folded.values()]
+
+
+def _conflict_counts(cover: list) -> dict[str, int]:
+    """The rows with a rescued conflict per field, over `_cover`'s partitions (fields with none left out)."""
+    totals: dict[str, int] = {}
+    for row in cover:
+        for path, count in row["conflicts"].items():
+            totals[path] = totals.get(path, 0) + count
+    return {path: n for path, n in sorted(totals.items()) if n}
 
 
 def _reason_counts(new_dead) -> list:

@@ -99,6 +99,24 @@ class RecordSchema(_Strict):
     evolution: Literal["rescue", "add", "fail"] = "rescue"
     # Add mode: a new field whose string values all parse as ISO-8601 timestamps (dates) becomes a timestamp (date).
     infer_timestamps: bool = False
+    # What to do with a value that does not fit its field's type (in rescue and add modes): `rescue` lands the record
+    # with that field null and the original value in _rescued_data under the field's path; `dead_letter` sends the
+    # record to the dead-letter table (type_mismatch, or schema_violation for a column add mode added). A `required`
+    # field (or a nested NOT NULL one) is never nulled: its record is always a type_mismatch dead letter.
+    on_type_conflict: Literal["rescue", "dead_letter"] = "rescue"
+
+    @model_validator(mode="after")
+    def _conflicts_rescued_only_beside_rescued_fields(self) -> "RecordSchema":
+        explicit = "on_type_conflict" in self.model_fields_set
+        if self.evolution == "fail" and self.on_type_conflict == "rescue" and explicit:
+            raise ValueError("on_type_conflict: rescue needs evolution rescue or add (evolution: fail sends a value "
+                             "that does not fit its type to the dead letters); remove on_type_conflict")
+        return self
+
+    @property
+    def rescues_conflicts(self) -> bool:
+        """Whether a value that does not fit its (nullable) field is rescued rather than dead-lettered."""
+        return self.evolution != "fail" and self.on_type_conflict == "rescue"
 
     @model_validator(mode="after")
     def _unique_names(self) -> "RecordSchema":

@@ -69,15 +69,15 @@ def bad_webhook(kind: str, event: dict) -> bytes:
     text = json.dumps(event, separators=(",", ":"))
     if kind == "malformed_json":
         return text.encode()[:-9]
-    if kind == "type_mismatch":
-        return json.dumps({**event, "received_ms": "yesterday"}).encode()
+    if kind == "type_mismatch":  # a required field: its value cannot be rescued with the field left null
+        return json.dumps({**event, "@timestamp": "yesterday"}).encode()
     if kind == "missing_required_field":
         return json.dumps({k: v for k, v in event.items() if k != "event-id"}).encode()
     if kind == "trailing_content":
         return (text + text).encode()
     if kind == "nested_type_mismatch":
         customer = dict(event["customer"])
-        customer["tags"] = "vip"  # a string where an array is declared
+        customer["id"] = [customer["id"]]  # an array where a NOT NULL string is declared
         return json.dumps({**event, "customer": customer}).encode()
     raise ValueError(kind)
 

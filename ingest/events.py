@@ -78,6 +78,8 @@ class BatchCommitted(Event):
     end: dict[str, dict[str, int]] = field(default_factory=dict)
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)  # reason -> count (ingest.transforms)
     routed: dict[str, int] = field(default_factory=dict)  # a routed pipeline's rows per routed table (in `rows`)
+    # field -> rows that landed with that field null and its value in _rescued_data (schema.on_type_conflict: rescue)
+    rescued_conflicts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -286,7 +288,9 @@ def human_line(event: Event) -> str | None:
         case BatchCommitted():
             lag = "?" if event.lag is None else event.lag
             phases = f" ({_seconds(event.phases)})" if event.phases else ""
-            return (f"{p} batch {event.batch_id}: rows={event.rows} dead_letters={event.dead_letters} "
+            drift = "".join(f" {path}={n}" for path, n in event.rescued_conflicts.items())
+            conflicts = f" rescued_conflicts({drift.strip()})" if drift else ""
+            return (f"{p} batch {event.batch_id}: rows={event.rows} dead_letters={event.dead_letters}{conflicts} "
                     f"input={event.input_rows} took={event.seconds:.2f}s{phases} lag={lag}"
                     f"{_spark(event.spark_phases)}")
         case BatchReplayed():

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ingest.batch import EVOLUTION_SAMPLE, BatchCommitter, BatchReport, _advance, _fewer_tasks, _reasons
+from ingest.batch import (EVOLUTION_SAMPLE, BatchCommitter, BatchReport, _advance, _conflict_counts, _fewer_tasks,
+                          _fold, _reasons)
 from ingest.commits import Offsets
 from ingest.routing import DEFAULT, OVERFLOW, ROUTE_OVERFLOW, assign, known_routes, table_config
 
@@ -50,6 +51,7 @@ class Target:
     redecoded: bool = False
     rows: int = 0
     dead: dict[str, int] = field(default_factory=dict)  # redecoded: its dead letters per reason
+    conflicts: dict[str, int] = field(default_factory=dict)  # redecoded: its rows with a rescued conflict per field
 
 
 def route_value(config: "PipelineConfig") -> "Column":
@@ -229,6 +231,11 @@ class RoutedCommitter(BatchCommitter):
             report.dead_letters, report.end = dead, dict(main_end)
             report.dead_letter_reasons = reasons
             report.routed = {t.name: t.rows for t in routed}
+            conflicts = _conflict_counts([r for r in cover if r[ROUTE] not in set(redecoded)])
+            for t in targets.values():
+                for path, n in t.conflicts.items():
+                    conflicts[path] = conflicts.get(path, 0) + n
+            report.rescued_conflicts = dict(sorted(conflicts.items()))
         finally:
             for frame in cached:
                 frame.unpersist()
@@ -243,9 +250,11 @@ class RoutedCommitter(BatchCommitter):
         from ingest.evolution import additions
         from ingest.transforms import is_new, pipeline_columns, record_columns
 
-        rows = (decoded.filter(F.col("_error").isNull() & F.col("_rescued_data").isNotNull()
-                               & is_new(self._main_end, coords))
-                .select(ROUTE, "_rescued_data").distinct().limit(EVOLUTION_SAMPLE).collect())
+        # In source order, as `BatchCommitter._evolve` reads it: a type conflict keeps the same first-seen type.
+        first = F.min(F.struct(coords.source, coords.partition, coords.position)).alias("first")
+        rows = (decoded.filter(F.col("_error").isNull() & F.col("_undeclared") & is_new(self._main_end, coords))
+                .groupBy(ROUTE, "_rescued_data").agg(first).orderBy("first").limit(EVOLUTION_SAMPLE)
+                .select(ROUTE, "_rescued_data").collect())
         owner = {v: t for t in targets.values() for v in t.values}
         texts: dict[str, list[str]] = {}
         for row in rows:
@@ -254,7 +263,8 @@ class RoutedCommitter(BatchCommitter):
                 texts.setdefault(target.name, []).append(row[1])
 
         def evolve(target: Target) -> None:
-            changes = additions(texts[target.name], target.columns, reserved=pipeline_columns(target.config))
+            changes = additions(texts[target.name], target.columns, reserved=pipeline_columns(target.config),
+                                timestamps=target.config.record_schema.infer_timestamps)
             if not changes:
                 return
             target.table.evolve(changes)
@@ -293,6 +303,12 @@ class RoutedCommitter(BatchCommitter):
                                 for r in DEAD_LETTER_REASONS]).first()
             target.rows = int(counts["rows"] or 0)
             target.dead = {r: int(counts[r] or 0) for r in DEAD_LETTER_REASONS if counts[r]}
+            # Conflicts with its own (evolved) columns: a handful of groups over the cached frame.
+            groups = mine.filter(good & is_new(target.end, coords)).groupBy("_conflicts").count().collect()
+            target.conflicts = {}
+            for group in groups:
+                for path in group["_conflicts"] or ():
+                    target.conflicts[path] = target.conflicts.get(path, 0) + int(group["count"])
         elif not target.values:
             target.rows = 0
         elif fresh:
@@ -327,16 +343,17 @@ def _among(values: list[str]) -> "Column":
 
 
 def _routed_cover(decoded: "DataFrame", coords) -> list:
-    """Per (source, partition, route value): first and last position, good, bad and rescued records, and the
-    dead letters by reason (the whole batch: a replayed batch is counted again with each table's filter)."""
+    """Per (source, partition, route value): first and last position, good, bad and rescued records, `conflicts`
+    per field, and the dead letters by reason (the whole batch: a replayed batch is counted again with each table's
+    filter)."""
     from pyspark.sql import functions as F
 
     from ingest.batch import _reason_counts
 
     good, bad = F.col("_error").isNull(), F.col("_error").isNotNull()
-    return decoded.groupBy(coords.source, coords.partition, ROUTE).agg(
+    return _fold(decoded.groupBy(coords.source, coords.partition, ROUTE, "_conflicts").agg(
         F.min(coords.position).alias("first"), F.max(coords.position).alias("last"),
         F.sum(good.cast("long")).alias("rows"), F.sum(bad.cast("long")).alias("dead"),
-        F.sum((good & F.col("_rescued_data").isNotNull()).cast("long")).alias("rescued"),
+        F.sum((good & F.col("_undeclared")).cast("long")).alias("rescued"),
         *_reason_counts(bad),
-    ).collect()
+    ).collect(), keys=3)

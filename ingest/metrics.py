@@ -62,6 +62,9 @@ class RunMetrics:
         self.records = Counter("lakeline_records", "Records written to the main table", ["pipeline"], registry=r)
         self.dead_letters = Counter("lakeline_dead_letters", "Records written to the dead-letter table, by reason",
                                     ["pipeline", "reason"], registry=r)
+        self.rescued_conflicts = Counter("lakeline_rescued_conflicts", "Rows written with a field null and its value "
+                                         "in _rescued_data because it did not fit the field's type, by field",
+                                         ["pipeline", "field"], registry=r)
         self.batches = Counter("lakeline_batches", "Micro-batches, by outcome (committed, or replayed: the tables "
                                "already held it)", ["pipeline", "outcome"], registry=r)
         self.batch_seconds = Histogram("lakeline_batch_duration_seconds", "Lakeline's time per committed batch",
@@ -134,6 +137,8 @@ class RunMetrics:
             reasons["unknown"] = reasons.get("unknown", 0) + unexplained
         for reason, count in reasons.items():
             self.dead_letters.labels(p, reason).inc(count)
+        for path, count in event.rescued_conflicts.items():
+            self.rescued_conflicts.labels(p, path).inc(count)
         self.batch_seconds.labels(p).observe(event.seconds)
         for phase, seconds in event.phases.items():
             self.phase_seconds.labels(p, phase).observe(seconds)

@@ -74,7 +74,8 @@ def progress_listener(query_name: str, pipeline: str, reports: "dict[int, BatchR
                 events.emit(BatchCommitted(rows=report.rows, dead_letters=report.dead_letters,
                                            phases=dict(report.phases), end=report.end_json,
                                            dead_letter_reasons=dict(report.dead_letter_reasons),
-                                           routed=dict(report.routed), **common))
+                                           routed=dict(report.routed),
+                                           rescued_conflicts=dict(report.rescued_conflicts), **common))
             reported(progress.batchId)
 
     return ProgressEvents()

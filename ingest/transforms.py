@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, LongType, MapType, StringType,
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, IntegerType, LongType, MapType, StringType,
                                StructField, StructType, TimestampType)
 
 from ingest.config import PipelineConfig, RecordSchema
 from ingest.kinesis_offsets import pad_sequence
-from ingest.types import EVOLVED, table_type
+from ingest.types import EVOLVED, JSON_TEXT, REQUIRED, table_type
 from ingest.spark import lakeline_class
 
 # Dead-letter reasons, in the order they are checked (the first that applies is recorded).
@@ -28,8 +28,10 @@ OVERSIZE = "oversize"
 INVALID_UTF8 = "invalid_utf8"
 MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED = "missing_required_field"
+# type_mismatch: a value that does not fit a required field (any field, under schema.on_type_conflict: dead_letter);
+# schema_violation: the same for a column add mode added, under on_type_conflict: dead_letter.
 TYPE_MISMATCH = "type_mismatch"
-SCHEMA_VIOLATION = "schema_violation"  # add mode: a value that does not fit a column schema evolution added
+SCHEMA_VIOLATION = "schema_violation"
 DEAD_LETTER_REASONS = (OVERSIZE, INVALID_UTF8, MALFORMED_JSON, MISSING_REQUIRED, TYPE_MISMATCH, SCHEMA_VIOLATION)
 
 COORDINATE_FIELDS = [
@@ -193,19 +195,46 @@ def pipeline_columns(config: PipelineConfig) -> list[str]:
 
 
 def decoded_type(marked: StructType) -> StructType:
-    """What the record decoder returns per record: the typed record (null for a bad one), the rescued undeclared
-    fields as one JSON object, and the dead-letter reason and detail (null for a good one)."""
+    """What the record decoder returns per record: the typed record (null for a bad one), the rescued values as one
+    JSON object (undeclared fields, and values that did not fit their field when conflicts are rescued), the
+    dead-letter reason and detail (null for a good one), the fields whose value was rescued as a conflict (sorted,
+    `[]` for any array index or map key; null when none) and whether an undeclared field was rescued."""
     return StructType([StructField("record", table_type(marked), True),
                        StructField("rescued", StringType(), True),
                        StructField("error", StringType(), True),
-                       StructField("detail", StringType(), True)])
+                       StructField("detail", StringType(), True),
+                       StructField("conflicts", ArrayType(StringType(), False), True),
+                       StructField("undeclared", BooleanType(), True)])
+
+
+def conflict_fields(marked: StructType, under: str = "") -> list[str]:
+    """The paths (as the decoder names them in `conflicts`: `customer.tier`, `items[].qty`, `attrs[]`) of every field
+    whose value the decoder may rescue as a conflict: all but required and NOT NULL fields and `json` ones."""
+    paths: list[str] = []
+    for f in marked.fields:
+        path = f"{under}.{f.name}" if under else f.name
+        required = f.metadata.get(REQUIRED, False) if not under else not f.nullable
+        if not required and not f.metadata.get(JSON_TEXT, False):
+            paths.append(path)
+        paths += _conflict_fields_in(f.dataType, path) if not f.metadata.get(JSON_TEXT, False) else []
+    return paths
+
+
+def _conflict_fields_in(data_type: DataType, path: str) -> list[str]:
+    if isinstance(data_type, StructType):
+        return conflict_fields(data_type, path)
+    if isinstance(data_type, ArrayType | MapType):
+        inner = data_type.elementType if isinstance(data_type, ArrayType) else data_type.valueType
+        return [f"{path}[]", *_conflict_fields_in(inner, f"{path}[]")]
+    return []
 
 
 def record_decoder(spark: SparkSession, schema: RecordSchema, evolved: StructType | None = None) -> Column:
     """`_raw` through Lakeline's record decoder (a Java UDF registered once per session and record type)."""
     marked = decoder_struct(schema, evolved)
     spec = json.dumps({"schema": json.loads(marked.json()), "max_bytes": schema.max_record_bytes,
-                       "time_zone": spark.conf.get("spark.sql.session.timeZone")}, sort_keys=True)
+                       "time_zone": spark.conf.get("spark.sql.session.timeZone"),
+                       "on_conflict": "rescue" if schema.rescues_conflicts else "dead_letter"}, sort_keys=True)
     name = "lakeline_decode_" + hashlib.sha1(spec.encode()).hexdigest()[:12]
     if not spark.catalog.functionExists(name):
         decoder = lakeline_class(spark, RECORD_DECODER, lambda cls: cls(spec))  # a Java UDF with its config
@@ -229,14 +258,16 @@ def fixed_timestamp(spark: SparkSession, at: datetime) -> Column:
 
 def decode(raw: DataFrame, schema: RecordSchema, evolved: StructType | None = None) -> DataFrame:
     """Parse `_raw` as JSON against `schema`, in one strict pass per record (`record_decoder`). Adds the typed fields,
-    `_rescued_data` (undeclared fields, top level and nested, as one JSON object of their original values keyed by
-    path) and `_error` / `_error_detail` (null for good records). Never drops a record.
+    `_rescued_data` (undeclared fields, top level and nested, and under schema.on_type_conflict: rescue the values
+    that do not fit their field, as one JSON object of their original values keyed by path), `_error` /
+    `_error_detail` (null for good records), `_conflicts` (the fields whose value was rescued) and `_undeclared`
+    (whether an undeclared field was rescued). Never drops a record.
 
     Reasons, the first that applies: malformed_json (null, not one JSON object, trailing content, a repeated key),
     oversize, invalid_utf8, missing_required_field (names every such field), type_mismatch (names every field whose
-    value does not fit its type without loss, with the raw values), schema_violation (add mode: a value that does not
-    fit a column schema evolution added). `evolved`: the table's record columns, in add mode. Costs per record:
-    bench/results/."""
+    value does not fit its type without loss and could not be rescued, with the raw values), schema_violation
+    (add mode, conflicts not rescued: a value that does not fit a column schema evolution added). `evolved`: the
+    table's record columns, in add mode. Costs per record: bench/results/."""
     decoded = F.col("__decoded")
     # Two stages: the decoder once per record, then the columns taken from its result (Spark does not collapse a
     # projection that would call the UDF once per column).
@@ -244,7 +275,9 @@ def decode(raw: DataFrame, schema: RecordSchema, evolved: StructType | None = No
     names = decoder_struct(schema, evolved).fieldNames()
     fields = [decoded.getField("record").getField(name).alias(name) for name in names]
     return staged.select(*raw.columns, *fields, decoded.getField("rescued").alias("_rescued_data"),
-                         decoded.getField("error").alias("_error"), decoded.getField("detail").alias("_error_detail"))
+                         decoded.getField("error").alias("_error"), decoded.getField("detail").alias("_error_detail"),
+                         decoded.getField("conflicts").alias("_conflicts"),
+                         decoded.getField("undeclared").alias("_undeclared"))
 
 
 def table_rows(decoded: DataFrame, config: PipelineConfig, ingested_at: Column,

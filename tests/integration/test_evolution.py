@@ -120,9 +120,10 @@ def test_a_widened_yaml_is_applied_at_start_and_a_narrowing_is_refused(fmt, conf
 
 
 def _add_mode_pipeline(conf_dir, fmt: str):
+    """Values that do not fit a column are dead letters here (schema_violation); test_conflicts has them rescued."""
     data = pipeline_dict(fmt)
     data["schema"] = {**BASE_SCHEMA, "fields": BASE_SCHEMA["fields"] + [
-        {"name": "shipping", "type": "struct<city: string>"}], "evolution": "add"}
+        {"name": "shipping", "type": "struct<city: string>"}], "evolution": "add", "on_type_conflict": "dead_letter"}
     data["source"]["max_offsets_per_trigger"] = 100
     path = write_pipeline(conf_dir, data)
     return path, load_pipeline(path)

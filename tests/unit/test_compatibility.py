@@ -117,7 +117,8 @@ def test_an_iceberg_widening_needs_no_opt_in(tmp_path):
 
 
 def test_add_mode_never_widens_a_column():
-    """A value wider than its column is a schema_violation dead letter in add mode, never a widening."""
+    """A value wider than its column is a type conflict in add mode (rescued, or a schema_violation dead letter),
+    never a widening."""
     from ingest.evolution import additions
 
     changes = additions(['{"items": 3000000000, "coupon": "C1"}'], _table(items=IntegerType()))

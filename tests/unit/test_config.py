@@ -232,3 +232,20 @@ def test_analyst_names_are_the_table_names_unless_two_pipelines_share_one(tmp_pa
     with pytest.raises(ConfigError, match="both give a table the analyst name 'orders_delta'"):
         analyst_names([config("orders_delta", "orders"), config("orders_iceberg", "orders"),
                        config("p3", "orders_delta")])
+
+
+def test_type_conflicts_are_rescued_unless_told_or_in_fail_mode(tmp_path):
+    def schema(**keys) -> "object":
+        data = pipeline_dict("delta", name="conflicts")
+        data["schema"] = {**data["schema"], **keys}
+        return load_pipeline(write_pipeline(tmp_path, data)).record_schema
+
+    assert schema().on_type_conflict == "rescue" and schema().rescues_conflicts
+    assert schema(evolution="add").rescues_conflicts
+    assert not schema(on_type_conflict="dead_letter").rescues_conflicts
+    assert not schema(evolution="fail").rescues_conflicts  # fail mode keeps every conflict a dead letter
+    message = _error_for(tmp_path, lambda d: d.update(schema={**d["schema"], "evolution": "fail",
+                                                             "on_type_conflict": "rescue"}))
+    assert "schema: on_type_conflict: rescue needs evolution rescue or add" in message
+    message = _error_for(tmp_path, lambda d: d.update(schema={**d["schema"], "on_type_conflict": "drop"}))
+    assert "schema.on_type_conflict" in message and "'dead_letter'" in message

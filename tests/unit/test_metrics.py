@@ -63,6 +63,23 @@ def test_run_events_become_counters_gauges_and_histograms():
     assert got[("lakeline_seconds_since_last_commit", p)] > 0
 
 
+def test_rescued_conflicts_are_counted_per_field_and_named_in_the_batch_line():
+    from ingest.events import human_line
+
+    metrics = RunMetrics()
+    batch = BatchCommitted(pipeline="gh", batch_id=3, rows=329, dead_letters=0,
+                           rescued_conflicts={"installation.created_at": 6, "items[].qty": 2})
+    metrics(batch)
+    metrics(BatchCommitted(pipeline="gh", batch_id=4, rows=10, dead_letters=0,
+                           rescued_conflicts={"installation.created_at": 1}))
+    got = samples(generate_latest(metrics.registry).decode())
+    assert got[("lakeline_rescued_conflicts_total", (("field", "installation.created_at"), ("pipeline", "gh")))] == 7
+    assert got[("lakeline_rescued_conflicts_total", (("field", "items[].qty"), ("pipeline", "gh")))] == 2
+    assert "rescued_conflicts(installation.created_at=6 items[].qty=2)" in human_line(batch)
+    assert "rescued_conflicts" not in human_line(_batch(0, 1, {}, lag=0, end=1, at=1.0))
+    assert BatchCommitted(**{k: v for k, v in batch.to_json().items() if k != "event"}) == batch
+
+
 def test_seconds_since_last_commit_counts_from_the_start_until_a_first_commit():
     metrics = RunMetrics()
     metrics(RunStarted(pipeline="idle", action="fresh", reason="", lineage="1", spark_seconds=1, read_seconds=1))

@@ -21,6 +21,14 @@ def config() -> PipelineConfig:
     return PipelineConfig.model_validate(pipeline_dict("delta", name="unit"))
 
 
+@pytest.fixture
+def strict() -> PipelineConfig:
+    """Every value that does not fit its field makes the record a dead letter (schema.on_type_conflict)."""
+    spec = pipeline_dict("delta", name="unit_strict")
+    spec["schema"] = {**spec["schema"], "on_type_conflict": "dead_letter"}
+    return PipelineConfig.model_validate(spec)
+
+
 GOOD = {"event_id": "e1", "event_time": "2026-11-20T10:15:00.250Z", "customer_id": "c1", "order_id": "o1",
         "status": "paid", "amount": 12.5, "currency": "EUR", "items": 2, "country": "DE"}
 
@@ -71,7 +79,7 @@ def test_fixed_timestamp_gives_its_value_without_changing_the_generated_code(spa
     assert _generated_code(literals[0]) != _generated_code(literals[1])  # what fixed_timestamp avoids
 
 
-def test_every_failure_kind_gets_a_reason(spark, config):
+def test_every_failure_kind_gets_a_reason(spark, strict):
     payloads = [
         json.dumps(GOOD).encode()[:-5],                                   # truncated
         json.dumps({**GOOD, "amount": "lots"}).encode(),                  # wrong type
@@ -82,7 +90,7 @@ def test_every_failure_kind_gets_a_reason(spark, config):
         json.dumps({**GOOD, "order_id": None}).encode(),                  # explicit null for required
         json.dumps({**GOOD, "items": 2.5}).encode(),                      # float for int
     ]
-    errors = _errors(spark, config, payloads)
+    errors = _errors(spark, strict, payloads)
     assert [e[0] for e in errors] == ["malformed_json", "type_mismatch", "missing_required_field", "oversize",
                                       "invalid_utf8", "malformed_json", "missing_required_field",
                                       "type_mismatch"]
@@ -171,7 +179,8 @@ STRICT_CASES = [
 ]
 
 
-def test_strict_json_cases_get_their_reason_and_detail(spark, config):
+def test_strict_json_cases_get_their_reason_and_detail(spark, strict):
+    config = strict
     frame = _frame(spark, [payload for payload, _, _ in STRICT_CASES] + [None])
     got = decode(frame, config.record_schema).orderBy("_offset").collect()
     for (payload, reason, detail), row in zip(STRICT_CASES, got[:-1], strict=True):
@@ -187,9 +196,9 @@ def test_strict_json_cases_get_their_reason_and_detail(spark, config):
     assert json.loads(got[14]["_rescued_data"]) == {"Amount": 3.0}
 
 
-def _config_with(fields: list[dict]) -> PipelineConfig:
+def _config_with(fields: list[dict], **schema) -> PipelineConfig:
     spec = pipeline_dict("delta", name="unit_types")
-    spec["schema"] = {"fields": fields, "max_record_bytes": 4096}
+    spec["schema"] = {"fields": fields, "max_record_bytes": 4096, **schema}
     spec["sink"].pop("partition", None)
     return PipelineConfig.model_validate(spec)
 
@@ -204,7 +213,8 @@ class MISMATCH_OR:  # noqa: N801 - reads as a value in the table below
         self.value = value
 
 
-# Each type with JSON values and what the column gets (MISMATCH: the record is a type_mismatch dead letter).
+# Each type with JSON values and what the column gets (MISMATCH: the value does not fit: the field is null and the
+# value rescued, or under on_type_conflict: dead_letter the record is a type_mismatch dead letter).
 TYPE_CASES = {
     "string": [('"x"', "x"), ('""', ""), ('"\\u00e9\\ud83d\\ude00"', "\u00e9\U0001F600"), ("5", "5"), ("1.50", "1.50"),
                ("true", "true"), ('{"a": 1}', MISMATCH), ("[1]", MISMATCH)],
@@ -236,17 +246,22 @@ TYPE_CASES = {
 }
 
 
+@pytest.mark.parametrize("on_conflict", ["rescue", "dead_letter"])
 @pytest.mark.parametrize("type_name", list(TYPE_CASES))
-def test_every_type_takes_exactly_the_values_that_fit(spark, type_name):
-    config = _config_with([{"name": "id", "type": "int", "required": True}, {"name": "v", "type": type_name}])
+def test_every_type_takes_exactly_the_values_that_fit(spark, type_name, on_conflict):
+    config = _config_with([{"name": "id", "type": "int", "required": True}, {"name": "v", "type": type_name}],
+                          on_type_conflict=on_conflict)
     cases = TYPE_CASES[type_name]
     payloads = [f'{{"id": {i}, "v": {literal}}}'.encode() for i, (literal, _) in enumerate(cases)]
     rows = decode(_frame(spark, payloads), config.record_schema).orderBy("_offset").collect()
     for (literal, want), row in zip(cases, rows, strict=True):
+        rescued = row["_error"] is None and row["v"] is None and row["_rescued_data"] == f'{{"v":{literal}}}' \
+            and row["_conflicts"] == ["v"]
+        refused = row["_error"] == MISMATCH and f'"v":{literal}' in (row["_error_detail"] or "")
         if isinstance(want, MISMATCH_OR):
-            assert row["_error"] == MISMATCH or row["v"] == want.value, (literal, row)
+            assert (rescued if on_conflict == "rescue" else refused) or row["v"] == want.value, (literal, row)
         elif want == MISMATCH:
-            assert row["_error"] == MISMATCH and f'"v":{literal}' in row["_error_detail"], (literal, row)
+            assert rescued if on_conflict == "rescue" else refused, (literal, row)
         else:
             assert row["_error"] is None, (literal, row["_error_detail"])
             got = bytes(row["v"]) if isinstance(row["v"], bytearray) else row["v"]
@@ -296,7 +311,7 @@ def test_nested_records_are_typed_to_any_depth_with_undeclared_fields_rescued_by
     ({"@timestamp": None}, "missing_required_field", "missing: ts"),
 ])
 def test_nested_failures_name_the_path(spark, change, reason, detail):
-    config = _config_with(NESTED)
+    config = _config_with(NESTED, on_type_conflict="dead_letter")
     row = decode(_frame(spark, [json.dumps({**ORDER, **change}).encode()]), config.record_schema).first()
     assert row["_error"] == reason, row["_error_detail"]
     if detail:
@@ -307,7 +322,56 @@ def test_a_huge_exponent_is_refused_without_being_expanded(spark):
     config = _config_with(NESTED)
     payload = json.dumps({**ORDER, "paid_at": 123}).replace('"paid_at": 123', '"paid_at": 1e300000000')
     row = decode(_frame(spark, [payload.encode()]), config.record_schema).first()
+    assert row["_error"] is None and row["paid_at"] is None
+    assert row["_rescued_data"].startswith('{"paid_at":1e300000000,')
+
+
+@pytest.mark.parametrize("change,field,path,value", [
+    ({"items": [{"sku": "a", "qty": 2.5}]}, "items[].qty", "items[0].qty", 2.5),
+    ({"items": {"sku": "a"}}, "items", "items", {"sku": "a"}),
+    ({"attrs": {"x": "1", "y": 2}}, "attrs[]", "attrs.x", "1"),
+    ({"customer": {"id": "c", "address": "Berlin"}}, "customer.address", "customer.address", "Berlin"),
+    ({"paid_at": "2026-11-20T10:15:00Z"}, "paid_at", "paid_at", "2026-11-20T10:15:00Z"),
+])
+def test_a_value_that_does_not_fit_is_rescued_under_its_path_and_the_record_lands(spark, change, field, path, value):
+    config = _config_with(NESTED)
+    row = decode(_frame(spark, [json.dumps({**ORDER, **change}).encode()]), config.record_schema).first()
+    assert row["_error"] is None, row["_error_detail"]
+    rescued = json.loads(row["_rescued_data"])
+    assert rescued[path] == value and row["_conflicts"] == [field] and row["_undeclared"] is True
+    assert row["event_id"] == "e1" and row["ts"] == datetime(2026, 11, 20, 10, 15)
+    if path == "items[0].qty":
+        assert row["items"][0]["sku"] == "a" and row["items"][0]["qty"] is None
+    if path == "attrs.x":
+        assert row["attrs"] == {"x": None, "y": 2}
+    if path == "customer.address":
+        assert row["customer"]["id"] == "c" and row["customer"]["address"] is None
+
+
+@pytest.mark.parametrize("change,detail", [
+    ({"@timestamp": "yesterday"}, "ts"),                         # required
+    ({"customer": {"id": ["c"]}}, "customer.id"),                # NOT NULL inside a struct
+    ({"items": [{"sku": {"a": 1}, "qty": 1}]}, "items[0].sku"),  # NOT NULL inside an array's struct
+])
+def test_a_value_that_does_not_fit_a_required_field_is_still_a_dead_letter(spark, change, detail):
+    config = _config_with(NESTED)
+    row = decode(_frame(spark, [json.dumps({**ORDER, **change}).encode()]), config.record_schema).first()
+    assert row["_error"] == "type_mismatch" and detail in row["_error_detail"] and row["_rescued_data"] is None
+
+
+def test_fail_mode_never_rescues_a_conflict(spark):
+    config = _config_with(NESTED, evolution="fail")
+    row = decode(_frame(spark, [json.dumps({**ORDER, "paid_at": "x"}).encode()]), config.record_schema).first()
     assert row["_error"] == "type_mismatch" and "paid_at" in row["_error_detail"]
+
+
+def test_conflict_fields_name_what_the_decoder_may_rescue():
+    from ingest.transforms import conflict_fields, decoder_struct
+
+    config = _config_with(NESTED)
+    assert conflict_fields(decoder_struct(config.record_schema)) == [
+        "paid_at", "customer", "customer.tier", "customer.address", "customer.address.city", "customer.address.zip",
+        "items", "items[]", "items[].qty", "items[].price", "attrs", "attrs[]"]
 
 
 def test_timestamps_without_a_zone_are_read_in_the_session_time_zone(spark):

@@ -22,6 +22,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeSet;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -50,16 +51,26 @@ import scala.Option;
 
 /**
  * Lakeline's record decoder: one strict JSON pass over a raw payload against the declared record type, nested to any
- * depth. It returns {@code struct<record, rescued, error, detail>}: the typed record and the undeclared fields
- * ({@code rescued}, one JSON object of their original JSON values keyed by path) for a good record; the dead-letter
- * reason and a detail naming the fields for any other. It never throws for a payload: whatever a payload holds, it
- * is either a row or a dead letter.
+ * depth. It returns {@code struct<record, rescued, error, detail, conflicts, undeclared>}: for a good record, the
+ * typed record and {@code rescued}, one JSON object of original JSON values keyed by path (the undeclared fields and,
+ * when conflicts are rescued, the values that did not fit their field); {@code conflicts}, the fields whose value was
+ * rescued (sorted, array indexes and map keys as {@code []}, e.g. {@code items[].qty}; null when none); and
+ * {@code undeclared}, whether {@code rescued} holds an undeclared field. For any other payload: the dead-letter reason
+ * and a detail naming the fields. It never throws for a payload: whatever a payload holds, it is either a row or a
+ * dead letter.
  *
  * <p>Reasons, the first that applies: {@code malformed_json} for a null payload, {@code oversize}, {@code invalid_utf8}
  * (not UTF-8, or NUL bytes), {@code malformed_json} (not one JSON object, trailing content, a repeated key),
  * {@code missing_required_field} (a required field absent or null, top level or nested), {@code type_mismatch} (a
  * value that does not fit its declared type without loss), {@code schema_violation} (add mode: a value that does not
  * fit a column schema evolution added).
+ *
+ * <p>With {@code "on_conflict": "rescue"} (Auto Loader's rescued data column), a value that does not fit a field that
+ * may be null makes that field null and goes to {@code rescued} under the field's path (e.g.
+ * {@code installation.created_at}, {@code items[2].qty}, {@code attrs.size}); the record is a row. Only a required
+ * field (top-level {@code required}, nested NOT NULL) still makes the record a {@code type_mismatch} dead letter, as
+ * does a conflict whose path is also an undeclared key of the record (one of the two values would be lost). With
+ * {@code "dead_letter"} (the default), every such value makes the record a dead letter.
  *
  * <p>Conversions are strict: integers must be JSON integers within range; float and double refuse numbers that
  * overflow or underflow to zero; decimals refuse digits beyond the scale or precision (from a JSON number or a
@@ -69,7 +80,7 @@ import scala.Option;
  * {@code lakeline_time_format}, epoch seconds, milliseconds or microseconds as numbers.
  *
  * <p>The spec is JSON: {"schema": a Spark StructType as JSON (field metadata: lakeline_json_name, lakeline_required,
- * lakeline_json, lakeline_time_format), "max_bytes": N, "time_zone": "UTC"}.
+ * lakeline_json, lakeline_time_format), "max_bytes": N, "time_zone": "UTC", "on_conflict": "rescue"|"dead_letter"}.
  */
 public final class RecordDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
@@ -80,6 +91,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
     private final String schemaJson;
     private final long maxBytes;
     private final String timeZone;
+    private final boolean rescueConflicts;
 
     private transient JsonFactory factory;
     private transient StructReader root;
@@ -94,6 +106,12 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         schemaJson = node.get("schema").toString();
         maxBytes = node.get("max_bytes").asLong();
         timeZone = node.get("time_zone").asText();
+        JsonNode onConflict = node.get("on_conflict");
+        String conflicts = onConflict == null ? "dead_letter" : onConflict.asText();
+        if (!conflicts.equals("rescue") && !conflicts.equals("dead_letter")) {
+            throw new IllegalArgumentException("RecordDecoder: on_conflict must be rescue or dead_letter: " + spec);
+        }
+        rescueConflicts = conflicts.equals("rescue");
         build();  // refuse a type or zone it cannot read here, on the driver, rather than in a task
     }
 
@@ -117,7 +135,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         if (!validUtf8(raw)) {
             return failed(INVALID_UTF8, "payload is not valid UTF-8 (or holds NUL bytes: UTF-16/32?)");
         }
-        Context ctx = new Context(raw);
+        Context ctx = new Context(raw, rescueConflicts);
         Row record;
         try (JsonParser parser = factory.createParser(raw)) {
             JsonToken first = parser.nextToken();
@@ -147,11 +165,12 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             return failed(VIOLATION, "does not fit the column schema evolution added: "
                     + String.join(", ", ctx.violations.keySet()) + " (raw: " + jsonObject(ctx.violations) + ")");
         }
-        return RowFactory.create(record, ctx.rescued.isEmpty() ? null : jsonObject(ctx.rescued), null, null);
+        return RowFactory.create(record, ctx.rescued.isEmpty() ? null : jsonObject(ctx.rescued), null, null,
+                ctx.conflictFields == null ? null : new ArrayList<>(ctx.conflictFields), ctx.undeclared);
     }
 
     private static Row failed(String reason, String detail) {
-        return RowFactory.create(null, null, reason, detail);
+        return RowFactory.create(null, null, reason, detail, null, null);
     }
 
     static boolean validUtf8(byte[] raw) {
@@ -194,14 +213,46 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
     /** What one record's pass found besides its values. */
     static final class Context {
         final byte[] raw;
+        final boolean rescueConflicts;
         final List<String> missing = new ArrayList<>();
         final Map<String, String> mismatched = new LinkedHashMap<>();
         final Map<String, String> rescued = new LinkedHashMap<>();
         final Map<String, String> violations = new LinkedHashMap<>();
         String malformed;
+        boolean undeclared;
+        TreeSet<String> conflictPaths, conflictFields;  // null until a conflict is rescued (the rare case)
 
-        Context(byte[] raw) {
+        Context(byte[] raw, boolean rescueConflicts) {
             this.raw = raw;
+            this.rescueConflicts = rescueConflicts;
+        }
+
+        /** An undeclared key's value. A conflict rescued under the same path goes back to the mismatches. */
+        void rescueUndeclared(String path, String value) {
+            undeclared = true;
+            String conflict = rescued.put(path, value);
+            if (conflict != null && conflictPaths != null && conflictPaths.remove(path)) {
+                mismatched.put(path, conflict);
+            }
+        }
+
+        /** The value at `path` (of a field that may be null) rescued if it did not fit: conflicts are being rescued
+         * and the path is free in `rescued`. `field` is the path without array indexes and map keys. */
+        void settle(String path, String field) {
+            if (!rescueConflicts || mismatched.isEmpty() || rescued.containsKey(path)) {
+                return;
+            }
+            String value = mismatched.remove(path);
+            if (value == null) {
+                return;
+            }
+            rescued.put(path, value);
+            if (conflictPaths == null) {
+                conflictPaths = new TreeSet<>();
+                conflictFields = new TreeSet<>();
+            }
+            conflictPaths.add(path);
+            conflictFields.add(field);
         }
 
         /** The value at the parser (a scalar, or a whole object/array) exactly as the payload wrote it; the parser
@@ -243,10 +294,12 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                 return new StructReader((StructType) type, path, zone, false, timeFormat);
             }
             if (type instanceof ArrayType) {
-                return new ArrayReader(of(((ArrayType) type).elementType(), null, path, zone, timeFormat));
+                return new ArrayReader(of(((ArrayType) type).elementType(), null, path + "[]", zone, timeFormat),
+                        path + "[]");
             }
             if (type instanceof MapType) {
-                return new MapReader(of(((MapType) type).valueType(), null, path, zone, timeFormat));
+                return new MapReader(of(((MapType) type).valueType(), null, path + "[]", zone, timeFormat),
+                        path + "[]");
             }
             if (type instanceof StringType) {
                 return new StringReader();
@@ -300,6 +353,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         private final Reader[] readers;
         private final boolean[] required;
         private final boolean[] evolved;
+        private final String[] fields;  // each field's path without array indexes and map keys (items[].qty)
         private final Map<String, Integer> index = new HashMap<>();
         private final String path;
 
@@ -315,11 +369,13 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
             readers = new Reader[fields.length];
             required = new boolean[fields.length];
             evolved = new boolean[fields.length];
+            this.fields = new String[fields.length];
             for (int i = 0; i < fields.length; i++) {
                 StructField field = fields[i];
                 Metadata meta = field.metadata();
                 fieldNames[i] = field.name();
                 names[i] = join(path, field.name());
+                this.fields[i] = names[i];
                 String key = meta.contains("lakeline_json_name") ? meta.getString("lakeline_json_name") : field.name();
                 index.put(key, i);
                 readers[i] = Reader.of(field.dataType(), meta, names[i], zone, timeFormat);
@@ -374,7 +430,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                     if (undeclared.put(key, Boolean.TRUE) != null && ctx.malformed == null) {
                         ctx.malformed = "repeated key: " + join(at, key);
                     }
-                    ctx.rescued.put(join(at, pathKey(key)), ctx.copy(parser));
+                    ctx.rescueUndeclared(join(at, pathKey(key)), ctx.copy(parser));
                     continue;
                 }
                 if (seen[i] && ctx.malformed == null) {
@@ -387,11 +443,15 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                     // A field schema evolution added: a value that does not fit it is a schema violation.
                     int before = ctx.mismatched.size();
                     values[i] = readers[i].read(parser, value, ctx, names[i]);
+                    ctx.settle(names[i], fields[i]);
                     if (ctx.mismatched.size() > before) {
                         ctx.moveNewestMismatches(before);
                     }
                 } else {
                     values[i] = readers[i].read(parser, value, ctx, names[i]);
+                    if (!required[i]) {
+                        ctx.settle(names[i], fields[i]);
+                    }
                 }
             }
             if (token != JsonToken.END_OBJECT) {
@@ -408,9 +468,11 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
 
     static final class ArrayReader extends Reader {
         private final Reader element;
+        private final String field;
 
-        ArrayReader(Reader element) {
+        ArrayReader(Reader element, String field) {
             this.element = element;
+            this.field = field;
         }
 
         @Override
@@ -426,6 +488,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                 }
                 String at = path + "[" + out.size() + "]";
                 out.add(next == JsonToken.VALUE_NULL ? null : element.read(parser, next, ctx, at));
+                ctx.settle(at, field);
             }
             return out;
         }
@@ -433,9 +496,11 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
 
     static final class MapReader extends Reader {
         private final Reader value;
+        private final String field;
 
-        MapReader(Reader value) {
+        MapReader(Reader value, String field) {
             this.value = value;
+            this.field = field;
         }
 
         @Override
@@ -453,6 +518,7 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                     ctx.malformed = "repeated key: " + at;
                 }
                 out.put(key, v == JsonToken.VALUE_NULL ? null : value.read(parser, v, ctx, at));
+                ctx.settle(at, field);
             }
             if (next != JsonToken.END_OBJECT) {
                 throw new IOException("unexpected " + next + " in an object");

@@ -322,6 +322,100 @@ class RecordDecoderTest {
         assertDeadLetter(decode("{\"id\":1,\"qty\":\"y\",\"added\":\"x\"}"), "type_mismatch", "qty");
     }
 
+    private static final RecordDecoder RESCUING = new RecordDecoder("{\"schema\":" + ORDER
+            + ",\"max_bytes\":10000,\"time_zone\":\"UTC\",\"on_conflict\":\"rescue\"}");
+
+    private static Row rescue(String payload) {
+        return RESCUING.call(payload.getBytes(StandardCharsets.UTF_8));
+    }
+
+    @Test
+    void rescuesAValueThatDoesNotFitUnderItsPathAndNullsTheField() {
+        Row result = rescue("{\"id\":1,\"qty\":\"two\",\"customer\":{\"name\":\"a\",\"tier\":\"gold\"},"
+                + "\"items\":[{\"sku\":\"a\",\"n\":1},{\"sku\":\"b\",\"n\":\"x\"}],\"attrs\":{\"k\":\"v\",\"j\":2},"
+                + "\"extra\":true,\"note\":\"kept\"}");
+        Row row = record(result);
+        assertEquals(1L, row.get(index("id")));
+        assertNull(row.get(index("qty")));
+        assertEquals("kept", row.get(index("note")));
+        assertEquals("a", row.getStruct(index("customer")).get(0));
+        assertNull(row.getStruct(index("customer")).get(1));
+        List<?> items = (List<?>) row.get(index("items"));
+        assertEquals((byte) 1, ((Row) items.get(0)).get(1));
+        assertEquals("b", ((Row) items.get(1)).get(0));
+        assertNull(((Row) items.get(1)).get(1));
+        Map<?, ?> attrs = (Map<?, ?>) row.get(index("attrs"));
+        assertTrue(attrs.containsKey("k") && attrs.get("k") == null);
+        assertEquals(2, attrs.get("j"));
+        assertEquals("{\"qty\":\"two\",\"customer.tier\":\"gold\",\"items[1].n\":\"x\",\"attrs.k\":\"v\","
+                + "\"extra\":true}", result.getString(1));
+        assertEquals(List.of("attrs[]", "customer.tier", "items[].n", "qty"), (List<?>) result.get(4));
+        assertEquals(true, result.get(5));
+    }
+
+    @Test
+    void rescuesAWrongKindOfStructOrArrayWhole() {
+        Row result = rescue("{\"id\":1,\"customer\":\"ann\",\"items\":{\"sku\":\"a\"},\"price\":1.234}");
+        Row row = record(result);
+        assertNull(row.get(index("customer")));
+        assertNull(row.get(index("items")));
+        assertNull(row.get(index("price")));
+        assertEquals("{\"customer\":\"ann\",\"items\":{\"sku\":\"a\"},\"price\":1.234}", result.getString(1));
+        assertEquals(List.of("customer", "items", "price"), (List<?>) result.get(4));
+        assertEquals(false, result.get(5), "nothing undeclared");
+    }
+
+    @Test
+    void rescuesAnElementOfAnArrayOfScalars() {
+        RecordDecoder tags = new RecordDecoder("{\"schema\":" + struct(field("tags", "{\"type\":\"array\","
+                + "\"elementType\":\"integer\",\"containsNull\":true}", true, "{}")) + ",\"max_bytes\":100,"
+                + "\"time_zone\":\"UTC\",\"on_conflict\":\"rescue\"}");
+        Row result = tags.call("{\"tags\":[1,\"x\",3,[4]]}".getBytes(StandardCharsets.UTF_8));
+        assertEquals(java.util.Arrays.asList(1, null, 3, null), (List<?>) record(result).get(0));
+        assertEquals("{\"tags[1]\":\"x\",\"tags[3]\":[4]}", result.getString(1));
+        assertEquals(List.of("tags[]"), (List<?>) result.get(4));
+    }
+
+    @Test
+    void aRequiredOrNotNullFieldThatDoesNotFitIsStillADeadLetter() {
+        assertDeadLetter(rescue("{\"id\":\"7\",\"qty\":\"x\"}"), "type_mismatch", "wrong type for: id (raw: {\"id\":\"7\"})");
+        assertDeadLetter(rescue("{\"id\":1,\"customer\":{\"name\":[1]}}"), "type_mismatch", "customer.name");
+        assertDeadLetter(rescue("{\"id\":1,\"items\":[{\"sku\":{}}]}"), "type_mismatch", "items[0].sku");
+    }
+
+    @Test
+    void rescuesAValueThatDoesNotFitAFieldSchemaEvolutionAdded() {
+        Row result = rescue("{\"id\":1,\"added\":\"x\"}");
+        assertNull(record(result).get(index("added")));
+        assertEquals("{\"added\":\"x\"}", result.getString(1));
+        assertEquals(List.of("added"), (List<?>) result.get(4));
+    }
+
+    @Test
+    void aConflictWhosePathIsAlsoAnUndeclaredKeyIsADeadLetterNeverALoss() {
+        // `orderDate` is read from `order-date`: its rescued path would be the same as the undeclared key's.
+        assertDeadLetter(rescue("{\"id\":1,\"order-date\":5,\"orderDate\":\"x\"}"), "type_mismatch", "orderDate");
+        assertDeadLetter(rescue("{\"id\":1,\"orderDate\":\"x\",\"order-date\":5}"), "type_mismatch", "orderDate");
+    }
+
+    @Test
+    void aRecordWithoutConflictsHasNoConflictList() {
+        Row clean = rescue("{\"id\":1,\"extra\":2}");
+        assertEquals("{\"extra\":2}", clean.getString(1));
+        assertNull(clean.get(4));
+        assertEquals(true, clean.get(5));
+        Row strict = decode("{\"id\":1,\"qty\":1}");
+        assertNull(strict.get(1));
+        assertNull(strict.get(4));
+        assertEquals(false, strict.get(5));
+    }
+
+    @Test
+    void refusesAnUnknownConflictRule() {
+        assertThrows(IllegalArgumentException.class, () -> new RecordDecoder("{\"schema\":" + ORDER
+                + ",\"max_bytes\":1,\"time_zone\":\"UTC\",\"on_conflict\":\"drop\"}"));
+    }
+
     @Test
     void refusesAnUnsupportedTypeWhenConstructed() {
         IllegalArgumentException error = assertThrows(IllegalArgumentException.class,
