@@ -56,7 +56,8 @@ def schema_commits(table, fmt: str) -> int:
     return java.schemas().size() - 1
 
 
-def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) -> dict:
+def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path,
+             on_type_conflict: str = "rescue") -> dict:
     from ingest.config import PipelineConfig
     from ingest.corpus import heterogeneous, wide_events
     from ingest.events import BatchCommitted, Events, Recorder
@@ -66,8 +67,11 @@ def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) 
     from ingest.reconcile import reconcile
 
     name = f"bench_evolve_{fmt}_{case.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+    schema = {**DECLARED, "infer_timestamps": True} if case == "events" else dict(DECLARED)
+    if on_type_conflict != "rescue":  # the key is left out by default, so an older revision reads the same YAML
+        schema["on_type_conflict"] = on_type_conflict
     config = PipelineConfig.model_validate({
-        "pipeline": name, "schema": {**DECLARED, "infer_timestamps": True} if case == "events" else DECLARED,
+        "pipeline": name, "schema": schema,
         "source": {"kind": "kafka", "topics": [name], "starting_offsets": "earliest",
                    "max_offsets_per_trigger": 250_000},
         "sink": {"format": fmt, "table": name, "namespace": "bench"}})
@@ -91,7 +95,17 @@ def run_case(spark, settings, fmt: str, case: str, records: int, workdir: Path) 
             "first_batch_s": round(first.seconds, 2), "scan_s": round(first.phases.get("scan", 0.0), 2),
             "run_s": round(wall, 2), "schema_commits": schema_commits(table, fmt), "rows": report.rows,
             "dead_letters": report.dead_letters, "dead_letter_reasons": report.dead_letters_by_reason,
+            "rescued_conflicts": _rescued_conflicts(recorder.events), "on_type_conflict": on_type_conflict,
             "exact": report.exact}
+
+
+def _rescued_conflicts(events) -> dict[str, int]:
+    """Rows per field whose value was rescued as a type conflict, over the run's batches."""
+    totals: dict[str, int] = {}
+    for event in events:
+        for path, rows in getattr(event, "rescued_conflicts", {}).items():
+            totals[path] = totals.get(path, 0) + rows
+    return totals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-events", action="store_true", help="leave out the `events` corpus case")
     parser.add_argument("--formats", nargs="+", choices=FORMAT_NAMES, default=list(FORMAT_NAMES))
     parser.add_argument("--label", default="", help="what code was measured (e.g. `main 853dacd`), in the results")
+    parser.add_argument("--on-type-conflict", choices=["rescue", "dead_letter"], default="rescue",
+                        help="schema.on_type_conflict of every case (dead_letter: the behaviour before rescue)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
     args = parser.parse_args(argv)
 
@@ -117,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for fmt in args.formats:
             for case in cases:
-                row = run_case(spark, settings, fmt, case, args.records, workdir)
+                row = run_case(spark, settings, fmt, case, args.records, workdir, args.on_type_conflict)
                 print(json.dumps(row), flush=True)
                 results.append(row)
     finally:
