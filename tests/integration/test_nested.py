@@ -146,8 +146,15 @@ def test_nested_webhooks_land_exactly_and_read_back_through_spark_and_duckdb(fmt
     # schema infer reads the topic and proposes a block that loads; schema diff finds nothing to change.
     from ingest.schema_tools import diff, infer_schema, sample as sample_source
 
-    proposed = {f["name"]: f for f in infer_schema(sample_source(config, settings, 500)).fields}
-    assert proposed["timestamp"]["json_name"] == "@timestamp" and proposed["timestamp"]["type"] == "timestamp"
+    sampled = sample_source(config, settings, 500)
+    proposed = {f["name"]: f for f in infer_schema(sampled).fields}
+    # One value that is not ISO-8601 (the corpus's type_mismatch payloads carry "yesterday") keeps the field a
+    # string, as add mode would type it; without those, the ISO strings propose a timestamp.
+    not_iso = [r for r in sampled if b'"@timestamp": "yesterday"' in r]
+    assert proposed["timestamp"]["json_name"] == "@timestamp"
+    assert proposed["timestamp"]["type"] == ("string" if not_iso else "timestamp")
+    iso_only = {f["name"]: f for f in infer_schema([r for r in sampled if r not in not_iso]).fields}
+    assert iso_only["timestamp"]["type"] == "timestamp"
     assert proposed["order"]["type"].startswith("struct<id:string,total:double,currency:string,items:array<struct<")
     assert proposed["event_id"]["json_name"] == "event-id"
     same = diff(spark, config, settings)
