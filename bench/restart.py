@@ -244,6 +244,50 @@ def measure_restart(case: Case, rate: int, seconds: float, kill_at: float) -> di
             **_restart_times(events, int(killed * 1000))}
 
 
+_REQUESTS = {"object_list_request": "LIST", "action_http_get_request": "GET", "action_http_head_request": "HEAD",
+             "object_put_request": "PUT"}
+
+
+def startup_reads(pipeline_file: str, runs: int = 3) -> list[dict]:
+    """The start-up plan of a pipeline (ingest.startup.prepare: open and check both tables, read their newest
+    commit records and the checkpoint) in this process's Spark session, `runs` times with the Delta LogStore
+    listing the log from a version and as many with the whole folder, alternating: seconds and S3 requests (S3A's
+    counters) of each, after one run not counted (a new JVM's first use). Run on a stopped pipeline (its checkpoint agrees with the table: the plan is a resume)."""
+    from ingest.config import load_pipeline
+    from ingest.events import Events
+    from ingest.settings import load_settings
+    from ingest.spark import build_spark
+    from ingest.startup import prepare
+
+    config, settings = load_pipeline(pipeline_file), load_settings()
+    spark = build_spark(settings, "bench-restart-startup-reads")
+    jvm, hadoop = spark.sparkContext._jvm, spark._jsc.hadoopConfiguration()  # noqa: SLF001 - py4j
+    # the table's and checkpoint's bucket (bench tables keep both in one): its S3A instance counts their requests
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(config.checkpoint_location(settings)), hadoop)
+
+    def counters() -> dict[str, int]:
+        stats = fs.getIOStatistics().counters()
+        return {label: int(stats.get(key) or 0) for key, label in _REQUESTS.items()}
+
+    for table in (start := prepare(spark, config, settings, Events())).main, start.dead:
+        table.close()
+    out = []
+    for run in range(2 * runs):
+        fast = run % 2 == 1
+        hadoop.setBoolean(FAST_LIST_FROM, fast)
+        before, started = counters(), time.perf_counter()
+        start = prepare(spark, config, settings, Events())
+        seconds = time.perf_counter() - started
+        after = counters()
+        for table in (start.main, start.dead):
+            table.close()
+        out.append({"listing": "from a version" if fast else "whole folder", "seconds": round(seconds, 2),
+                    "plan": start.plan.action, **{k: after[k] - before[k] for k in after}})
+        print("   " + json.dumps(out[-1]), flush=True)
+    spark.stop()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--formats", nargs="+", default=["delta", "iceberg"], choices=list(SYSTEM))
@@ -255,7 +299,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=40, help="seconds of load (default 40)")
     parser.add_argument("--kill-at", type=float, default=15, help="seconds into the load to kill -9 (default 15)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    parser.add_argument("--startup-reads", nargs="+", metavar="LABEL=PIPELINE_YAML",
+                        help="only measure the start-up plan's table reads (seconds, S3 requests) of stopped "
+                             "pipelines, Delta's log listed from a version and whole (e.g. a run's history and "
+                             "fresh pipeline files), then exit")
     args = parser.parse_args(argv)
+    if args.startup_reads:
+        results = [{"table": label, "reads": startup_reads(path)}
+                   for label, path in (item.split("=", 1) for item in args.startup_reads)]
+        rows = ["| table | listing | seconds (median) | LIST | GET | HEAD |",
+                "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for r in results:
+            for listing in ("whole folder", "from a version"):
+                runs = [x for x in r["reads"] if x["listing"] == listing]
+                mid = sorted(runs, key=lambda x: x["seconds"])[len(runs) // 2]
+                rows.append(f"| {r['table']} | {listing} | {mid['seconds']} | {mid['LIST']} | {mid['GET']} | "
+                            f"{mid['HEAD']} |")
+        print("\n".join(rows))
+        if not args.no_write:
+            write(document("restart-startup-reads", argv, results, module="restart"),
+                  "The start-up plan's table reads: Delta log listed whole vs from a version", "\n".join(rows))
+        return 0
     if not 0 < args.kill_at < args.seconds:
         parser.error("--kill-at must be inside the load (0 < kill-at < seconds)")
 
