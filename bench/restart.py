@@ -252,7 +252,8 @@ def startup_reads(pipeline_file: str, runs: int = 3) -> list[dict]:
     """The start-up plan of a pipeline (ingest.startup.prepare: open and check both tables, read their newest
     commit records and the checkpoint) in this process's Spark session, `runs` times with the Delta LogStore
     listing the log from a version and as many with the whole folder, alternating: seconds and S3 requests (S3A's
-    counters) of each, after one run not counted (a new JVM's first use). Run on a stopped pipeline (its checkpoint agrees with the table: the plan is a resume)."""
+    counters) of each, after one run not counted (a new JVM's first use). Run on a stopped pipeline (its
+    checkpoint agrees with the table: the plan is a resume)."""
     from ingest.config import load_pipeline
     from ingest.events import Events
     from ingest.settings import load_settings
