@@ -289,6 +289,36 @@ def startup_reads(pipeline_file: str, runs: int = 3) -> list[dict]:
     return out
 
 
+def listing_probe(versions: int, settings) -> dict:
+    """What one listing of a Delta log of `versions` commits (a .json and a .crc each) costs on the stack's S3,
+    Spark-free: the whole folder (Delta's stock Hadoop store) against the keys after the newest versions (S3
+    StartAfter, Lakeline's LogStore), as ListObjectsV2 pages and seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ingest.adapters.object_store import s3_client
+
+    client = s3_client(settings)
+    bucket = f"bench-restart-listing-{uuid.uuid4().hex[:6]}"
+    client.create_bucket(Bucket=bucket)
+    prefix = "table/_delta_log/"
+
+    def put(version: int) -> None:
+        for suffix in ("json", "crc"):
+            client.put_object(Bucket=bucket, Key=f"{prefix}{version:020d}.{suffix}", Body=b"{}")
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(versions)))
+    out = {"versions": versions, "keys": 2 * versions}
+    for label, extra in (("whole_folder", {}), ("from_version", {"StartAfter": f"{prefix}{versions - 10:020d}"})):
+        started, keys, pages = time.perf_counter(), 0, 0
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, **extra):
+            keys, pages = keys + len(page.get("Contents", [])), pages + 1
+        out.update({f"{label}_s": round(time.perf_counter() - started, 3), f"{label}_pages": pages,
+                    f"{label}_keys": keys})
+    print("   " + json.dumps(out), flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--formats", nargs="+", default=["delta", "iceberg"], choices=list(SYSTEM))
@@ -304,7 +334,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="only measure the start-up plan's table reads (seconds, S3 requests) of stopped "
                              "pipelines, Delta's log listed from a version and whole (e.g. a run's history and "
                              "fresh pipeline files), then exit")
+    parser.add_argument("--listing-probe", nargs="+", type=int, metavar="VERSIONS",
+                        help="only time one listing of a Delta log of VERSIONS commits on the stack's S3, whole and "
+                             "from a version (Spark-free), then exit")
     args = parser.parse_args(argv)
+    if args.listing_probe:
+        from infra import stack
+        from ingest.settings import load_settings
+
+        stack.up()
+        results = [listing_probe(versions, load_settings()) for versions in args.listing_probe]
+        rows = ["| log versions | keys | whole folder: pages | s | from a version: pages | s |",
+                "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        rows += [f"| {r['versions']:,} | {r['keys']:,} | {r['whole_folder_pages']} | {r['whole_folder_s']} | "
+                 f"{r['from_version_pages']} | {r['from_version_s']} |" for r in results]
+        print("\n".join(rows))
+        if not args.no_write:
+            write(document("restart-listing", argv, results, module="restart"),
+                  "One Delta log listing on the stack's S3: the whole folder vs from a version", "\n".join(rows))
+        return 0
     if args.startup_reads:
         results = [{"table": label, "reads": startup_reads(path)}
                    for label, path in (item.split("=", 1) for item in args.startup_reads)]
