@@ -187,14 +187,18 @@ def build_history(case: Case, commits: int, rate: float = 100, timeout: float = 
     retain_env = case.env if case.fmt != "delta" else {
         **case.env, "LAKELINE_SPARK_CONF": json.dumps({"spark.databricks.delta.retentionDurationCheck.enabled":
                                                        "false"})}
-    retain = _lakeline("retain", "--table", table, "--delete", env=retain_env)
+    try:
+        retain = _lakeline("retain", "--table", table, "--delete", env=retain_env)
+    except RuntimeError as exc:  # recorded, and the restart measured on the table as compaction left it
+        retain = {"failed": str(exc).splitlines()[0] + " " + next(
+            (line for line in str(exc).splitlines() if "Exception" in line or "Error" in line), "")}
     t2 = time.monotonic()
     batches = _batches(events)
     return {"commits": len(batches), "rows": sum(b.rows for b in batches), "build_s": round(built, 1),
             "compact_s": round(t1 - t0, 1), "retain_s": round(t2 - t1, 1),
             "compact": {k: v for k, v in compact.items() if not isinstance(v, list | dict) or k == "partitions"},
             "retain": {k: retain.get(k) for k in ("snapshots_expired", "files_deleted_count", "orphan_files_count",
-                                                   "notes")}}
+                                                   "notes", "failed") if k in retain}}
 
 
 def measure_restart(case: Case, rate: int, seconds: float, kill_at: float) -> dict:
