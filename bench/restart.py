@@ -37,7 +37,6 @@ from ingest.events import BatchCommitted, read_events
 
 SYSTEM = {"delta": "lakeline", "iceberg": "lakeline-iceberg"}  # bench.latency's system names
 FAST_LIST_FROM = "delta.enableFastS3AListFrom"  # the Delta LogStore's listing from a version (jvm/); false: folder
-QUIET_SECONDS = 10  # drained: the loader is done and no batch with rows came for this long
 
 
 def _lakeline(*args: str, env: dict, timeout: float = 1800) -> dict:
@@ -90,7 +89,7 @@ class Case:
         from ingest.adapters.kafka_admin import KafkaAdmin
         from ingest.adapters.object_store import s3_client
 
-        self.fmt, self.label, self.system = fmt, label, SYSTEM[fmt]
+        self.fmt, self.label, self.system, self.settings = fmt, label, SYSTEM[fmt], settings
         self.topic = f"bench_restart_{run_id}_{fmt}_{label}"
         KafkaAdmin(settings).ensure_topic(self.topic, 4)
         bucket = self.topic.replace("_", "-")  # a bucket of its own: moto lists a bucket by scanning all of it
@@ -233,10 +232,15 @@ def measure_restart(case: Case, rate: int, seconds: float, kill_at: float) -> di
             raise RuntimeError(f"bench.load failed:\n{err[-3000:]}")
         sent = json.loads(out.strip().splitlines()[-1])
 
-        def drained() -> bool:
-            batches = [b for b in _batches(_events_file(log)) if b.rows + b.dead_letters]
-            return not batches or time.time() - batches[-1].at >= QUIET_SECONDS
-        _wait_for("drain", drained, process, 600)
+        from ingest.adapters.kafka_admin import KafkaAdmin
+
+        ends = {p: high for p, (_, high) in KafkaAdmin(case.settings).watermarks(case.topic).items()}
+
+        def drained() -> bool:  # the restarted driver's newest batch ends at the topic's end on every partition
+            batches = _batches(_events_file(log))
+            covered = batches[-1].end.get(case.topic, {}) if batches else {}
+            return all(int(covered.get(str(p), covered.get(p, -1))) >= high for p, high in ends.items())
+        _wait_for("drain", drained, process, 900)
     finally:
         _stop(process)
         if loader is not None and loader.poll() is None:
