@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ingest.settings import Settings
 
 _NEWEST = 5     # commit files read first by last_commit()
-_RECENT = 200  # then these history entries, before falling back to the full log
+_RECENT = 200  # then back to this many versions (the commit files again), before falling back to the history
 
 # A lost commit race, nothing of ours landed: Delta's logical conflicts (the base class of ConcurrentAppend,
 # ConcurrentDeleteRead, ConcurrentTransaction, MetadataChanged, ProtocolChanged, ...) and the put-if-absent refusal
@@ -276,9 +276,13 @@ class DeltaLakeTable(LakeTable):
         # The pipeline's newest commit is nearly always among the last few (compaction and retention commits
         # interleave rarely), so widen only when it is not.
         newest, conclusive = self._newest_record(_NEWEST)
+        if not conclusive:
+            # Maintenance commits since the pipeline's last (a compaction commits once per partition): further back
+            # through the commit files, a few small reads each, rather than history()'s Spark jobs over the log.
+            newest, conclusive = self._newest_record(_RECENT, skip=_NEWEST)
         if conclusive:
             return newest
-        recent = self._records(_RECENT) or self._records(None)
+        recent = self._records(None)  # a commit file is gone (log cleanup) or no record in _RECENT versions
         return recent[-1][1] if recent else None
 
     def snapshot(self):
@@ -288,14 +292,16 @@ class DeltaLakeTable(LakeTable):
             self.spark._jsparkSession, self.location)  # noqa: SLF001
         return pair._2()  # noqa: SLF001
 
-    def _newest_record(self, versions: int) -> tuple[CommitRecord | None, bool]:
-        """The pipeline's record in the newest of the table's last `versions` commits, read from the commit files
-        themselves, and whether that settles it: yes when a record was found or every version back to 0 was read.
-        `history()` gives the same but runs Spark jobs: 3.8 s against 0.15 s in a driver that has just started.
-        A missing commit file (not yet backfilled, or cleaned up) ends the scan, not conclusive."""
+    def _newest_record(self, versions: int, skip: int = 0) -> tuple[CommitRecord | None, bool]:
+        """The pipeline's record in the newest of the table's last `versions` commits (less the newest `skip`,
+        already read), read from the commit files themselves, and whether that settles it: yes when a record was
+        found or every version back to 0 was read. `history()` gives the same but runs Spark jobs: 3.8 s against
+        0.15 s in a driver that has just started. A missing commit file (not yet backfilled, or cleaned up) ends
+        the scan, not conclusive. Reads stop at the record: a start reads as many files as there are commits of
+        others since the pipeline's last one, whatever the log's length."""
         version = self.snapshot().version()
         fs = HadoopFS(self.spark)
-        for number in range(version, max(-1, version - versions), -1):
+        for number in range(version - skip, max(-1, version - versions), -1):
             path = f"{self.location}/_delta_log/{number:020d}.json"
             if not fs.exists(path):
                 return None, False

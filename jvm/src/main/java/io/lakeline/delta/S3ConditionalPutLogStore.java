@@ -1,10 +1,13 @@
 package io.lakeline.delta;
 
 import java.io.BufferedReader;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
+import java.util.Arrays;
+import java.util.Comparator;
 import java.util.Iterator;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
@@ -15,10 +18,12 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FSDataOutputStreamBuilder;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 import io.delta.storage.HadoopFileSystemLogStore;
+import io.delta.storage.internal.S3LogStoreUtil;
 import io.lakeline.fence.FencedCommitException;
 
 /**
@@ -40,10 +45,18 @@ import io.lakeline.fence.FencedCommitException;
  * pipeline over, and the commit is refused ({@link FencedCommitException}). Every version below N exists when N
  * is written and N is put-if-absent, so no commit can slip in between the check and the write: one that lands
  * first takes N, and Delta retries at N+1, whose check reads it.
+ *
+ * Listing: Delta lists the log from a version (the last checkpoint's) on every snapshot update, at each commit and
+ * each start. The stock store lists the whole `_delta_log/` folder and filters, so the cost grows with every commit
+ * the log keeps (30 days by default); on S3A this store asks S3 for the keys after that version only
+ * (ListObjectsV2 StartAfter, Delta's own S3LogStoreUtil), whatever the log's length. The Hadoop option
+ * `delta.enableFastS3AListFrom` (Delta's name for the same listing in its S3SingleDriverLogStore; true here by
+ * default) set to false goes back to the folder listing.
  */
 public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
     static final String CONDITIONAL_CREATE = "fs.option.create.conditional.overwrite";
+    static final String FAST_LIST_FROM = "delta.enableFastS3AListFrom";
     private static final Pattern COMMIT_FILE = Pattern.compile("\\d{20}\\.json");
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final ConcurrentHashMap<String, Fence> FENCES = new ConcurrentHashMap<>();
@@ -173,6 +186,33 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
             }
         }
         return false;
+    }
+
+    @Override
+    public Iterator<FileStatus> listFrom(Path path, Configuration hadoopConf) throws IOException {
+        FileSystem fs = path.getFileSystem(hadoopConf);
+        if (!isS3A(fs) || !hadoopConf.getBoolean(FAST_LIST_FROM, true)) {
+            return super.listFrom(path, hadoopConf);
+        }
+        Path resolved = fs.makeQualified(path);
+        Path parent = resolved.getParent();
+        if (!fs.exists(parent)) {
+            throw new FileNotFoundException("No such file or directory: " + parent);
+        }
+        String from = resolved.getName();
+        return Arrays.stream(S3LogStoreUtil.s3ListFromArray(fs, resolved, parent))
+                .filter(status -> status.getPath().getName().compareTo(from) >= 0)
+                .sorted(Comparator.comparing(status -> status.getPath().getName()))
+                .iterator();
+    }
+
+    /** By class name, as S3A's is not on every classpath (S3LogStoreUtil needs it loaded). */
+    static boolean isS3A(FileSystem fs) {
+        FileSystem raw = fs;
+        while (raw instanceof org.apache.hadoop.fs.FilterFileSystem filter) {
+            raw = filter.getRawFileSystem();
+        }
+        return raw.getClass().getName().equals("org.apache.hadoop.fs.s3a.S3AFileSystem");
     }
 
     @Override

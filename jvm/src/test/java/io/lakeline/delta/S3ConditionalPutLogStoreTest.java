@@ -130,6 +130,21 @@ class S3ConditionalPutLogStoreTest {
     }
 
     @Test
+    void listsTheLogFromAVersionInOrderOnAnyFileSystem() throws IOException {
+        for (long v = 0; v < 12; v++) {
+            write(commit(v), false, "{\"commitInfo\":{}}");
+        }
+        for (boolean fast : new boolean[] {true, false}) {
+            conf.setBoolean(S3ConditionalPutLogStore.FAST_LIST_FROM, fast);
+            List<String> names = new java.util.ArrayList<>();
+            store.listFrom(commit(9), conf).forEachRemaining(status -> names.add(status.getPath().getName()));
+            assertEquals(List.of(commit(9).getName(), commit(10).getName(), commit(11).getName()), names);
+        }
+        assertThrows(java.io.FileNotFoundException.class,
+                () -> store.listFrom(new Path("s3a://bucket/missing/_delta_log/" + commit(0).getName()), conf));
+    }
+
+    @Test
     void recognisesS3PreconditionFailuresThroughTheCauseChain() {
         IOException s3 = new IOException("PUT: Status Code: 412, Request ID: x");
         assertTrue(S3ConditionalPutLogStore.isPreconditionFailure(new IOException("wrapped", s3)));
