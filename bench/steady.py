@@ -67,6 +67,8 @@ class CommitTracker:
         self.fmt, self.location, self.settings = fmt, location, settings
         self.rows: list[tuple[int, int]] = []  # (intended send ms, commit ms)
         self.commit_times: list[int] = []
+        self.records = 0  # committed so far, from the commits' own counts
+        self.read_from_ms: int | None = None  # read rows of commits from then on (the load's), only count before
         self._seen: set = set()
         if fmt == "delta":
             from bench.delta_log import DeltaLogReader, s3_filesystem
@@ -76,8 +78,11 @@ class CommitTracker:
     def poll(self) -> None:
         import pyarrow.parquet as pq
 
-        for at_ms, paths, open_file in self._new_commits():
+        for at_ms, records, paths, open_file in self._new_commits():
             self.commit_times.append(at_ms)
+            self.records += records
+            if self.read_from_ms is None or at_ms < self.read_from_ms:
+                continue
             for path in paths:
                 with open_file(path) as stream:
                     column = pq.read_table(stream, columns=["event_time"]).column("event_time")
@@ -94,8 +99,8 @@ class CommitTracker:
                 if commit["version"] in self._seen or not commit["files"] or commit["timestamp_ms"] is None:
                     continue
                 self._seen.add(commit["version"])
-                yield commit["timestamp_ms"], [f"{bucket}/{key}/{unquote(p)}" for p in commit["files"]], \
-                    self._fs.open_input_file
+                yield commit["timestamp_ms"], commit["records"], \
+                    [f"{bucket}/{key}/{unquote(p)}" for p in commit["files"]], self._fs.open_input_file
             return
         from pyiceberg.exceptions import NoSuchTableError
 
@@ -108,12 +113,17 @@ class CommitTracker:
             if snapshot.snapshot_id in self._seen or operation not in ("append", "overwrite"):
                 continue
             self._seen.add(snapshot.snapshot_id)
+            records = int(snapshot.summary.get("added-records") or 0)
+            if records == 0:
+                continue
+            if self.read_from_ms is None or snapshot.timestamp_ms < self.read_from_ms:
+                yield snapshot.timestamp_ms, records, [], None
+                continue
             added = [entry.data_file.file_path for manifest in snapshot.manifests(table.io)
                      if manifest.added_snapshot_id == snapshot.snapshot_id
                      for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
                      if entry.snapshot_id == snapshot.snapshot_id and entry.data_file.content == 0]
-            if added:
-                yield snapshot.timestamp_ms, added, lambda path: table.io.new_input(path).open()
+            yield snapshot.timestamp_ms, records, added, lambda path: table.io.new_input(path).open()
 
     def _iceberg(self):
         from bench.iceberg_log import _table_name
@@ -527,7 +537,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         for burst in range(args.history):
             sent += produce(config, settings, args.history_records, seed=1000 + burst).count
             for tracker in trackers.values():
-                _wait(lambda t=tracker, want=sent: (t.poll(), len(t.rows) >= want)[1], "the history commits",
+                _wait(lambda t=tracker, want=sent: (t.poll(), t.records >= want)[1], "the history commits",
                       300, app_alive)
         print(f"   {sent:,} history records in {args.history} bursts committed to both tables", flush=True)
         dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values() for kind in ("compact", "retain")] + \
@@ -537,6 +547,8 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         groups = {"app": [app.pid], "airflow": airflow.pids()}
         sampler = Sampler(trackers, groups)
         load = Load(topic, args.rate, args.minutes * 60)
+        for tracker in trackers.values():
+            tracker.read_from_ms = int(load.start_s * 1000)
         load.start()
         sampler.start()
         print(f"   Airflow running (DAGs unpaused); load from {datetime.fromtimestamp(load.start_s, UTC):%H:%M:%S}",
@@ -547,9 +559,14 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             time.sleep(5)
         window = load.wait()
         expected = sent + window["sent"]
-        _wait(lambda: all((t.poll(), len(t.rows) >= expected)[1] for t in trackers.values()),
+        _wait(lambda: all((t.poll(), t.records >= expected)[1] for t in trackers.values()),
               "the application to drain", 600, app_alive)
         sampler.stop()
+        if args.wait_maintenance:
+            names = [t["table"] for t in tables.values()]
+            print("   drained; waiting for a compaction and a retention of each table", flush=True)
+            _wait(lambda: _maintained(airflow.task_runs(), names), "a compaction and a retention of each table",
+                  args.wait_maintenance * 60, lambda: (app_alive(), airflow.check_alive()))
         maintenance = airflow.task_runs()
     finally:
         if load is not None:
@@ -596,6 +613,12 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     return result
 
 
+def _maintained(runs: list[dict], tables: list[str]) -> bool:
+    """Each table has a successful compact task and a successful retain task."""
+    done = {(m["dag"], m["task"]) for m in runs if m["state"] == "success"}
+    return all({(f"lakeline_compact__{t}", "compact"), (f"lakeline_retain__{t}", "retain")} <= done for t in tables)
+
+
 def run_peer(system: str, args, settings, run_id: str, work: Path) -> dict:
     """One peer at the same rate and length, without maintenance."""
     from bench import latency
@@ -619,15 +642,16 @@ def run_peer(system: str, args, settings, run_id: str, work: Path) -> dict:
     load = sampler = None
     try:
         primed = latency._load(topic, latency.PRIMING_RATE, 1.0, seed=1)["sent"]
-        _wait(lambda: (tracker.poll(), len(tracker.rows) >= primed)[1], f"{system} to commit the priming records",
+        _wait(lambda: (tracker.poll(), tracker.records >= primed)[1], f"{system} to commit the priming records",
               300)
         sampler = Sampler({fmt: tracker}, {"app": [process.pid]})
         load = Load(topic, args.rate, args.minutes * 60)
+        tracker.read_from_ms = int(load.start_s * 1000)
         load.start()
         sampler.start()
         window = load.wait()
         expected = primed + window["sent"]
-        _wait(lambda: (tracker.poll(), len(tracker.rows) >= expected)[1], f"{system} to drain", 600)
+        _wait(lambda: (tracker.poll(), tracker.records >= expected)[1], f"{system} to drain", 600)
         sampler.stop()
     finally:
         if load is not None:
@@ -681,6 +705,7 @@ def plot(path: Path, results: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     fig, (lat, files, mem) = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
+    lat.set_xlim(0.5, max(len(t["per_minute"]) for r in results for t in r["tables"].values()) + 0.5)
     for result in results:
         for fmt, table in result["tables"].items():
             label = f"{result['system']} {fmt}" if result["system"] == "lakeline" else result["system"]
@@ -691,17 +716,22 @@ def plot(path: Path, results: list[dict]) -> None:
                      label=f"{label} p50")
             files.plot(minutes, [r.get("max_files_per_partition") for r in rows], color=line.get_color(),
                        label=label)
-            mem.plot(minutes, [r.get("app_rss_mb") for r in rows], color=line.get_color(), label=label)
+        rows = next(iter(result["tables"].values()))["per_minute"]  # one application for all its tables
+        for group in ("app", "airflow"):
+            if any(r.get(f"{group}_rss_mb") for r in rows):
+                mem.plot([r["minute"] for r in rows], [r.get(f"{group}_rss_mb") for r in rows], marker=".",
+                         label=f"{result['system']} {group}")
         if result["system"] == "lakeline":
             origin = result["schedule_start_ms"]
             for run in result["maintenance_runs"]:
-                if run["task"] == "compact" and run["start_ms"] and run["end_ms"]:
-                    lat.axvspan(0.5 + (run["start_ms"] - origin) / 60_000, 0.5 + (run["end_ms"] - origin) / 60_000,
-                                color="#cccccc", alpha=0.4)
+                if run["dag"].startswith(("lakeline_compact__", "lakeline_retain__")) and run["start_ms"]:
+                    end = run["end_ms"] or origin + len(rows) * 60_000
+                    lat.axvspan(0.5 + (run["start_ms"] - origin) / 60_000, 0.5 + (end - origin) / 60_000,
+                                color="#999999" if run["task"] in ("compact", "retain") else "#dddddd", alpha=0.3)
     lat.axhline(1.0, color="#228833", linestyle=":", linewidth=1, label="p50 target 1 s")
-    lat.set_ylabel("commit-visible latency s\n(grey: compaction running)")
+    lat.set_ylabel("commit-visible latency s\n(shaded: compaction DAG tasks;\ndarker: compact, retain)")
     files.set_ylabel("max files per partition")
-    mem.set_ylabel("resident MB (app)")
+    mem.set_ylabel("resident MB")
     mem.set_xlabel("minute of load")
     for ax in (lat, files, mem):
         ax.legend(fontsize=7)
@@ -718,6 +748,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backup-every", type=int, default=2, help="minutes between checkpoint backups (default 2)")
     parser.add_argument("--history", type=int, default=6, help="bursts of history before the load (default 6)")
     parser.add_argument("--history-records", type=int, default=3000, help="records per history burst")
+    parser.add_argument("--wait-maintenance", type=float, default=0, metavar="MIN",
+                        help="after the drain, wait up to MIN minutes for a compaction and a retention of each table "
+                             "(the quick mode: 15)")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=[], help="peers after Lakeline, no maintenance")
     parser.add_argument("--quick", action="store_true", help="3 minutes, compaction and backups every minute, "
                                                              "nothing written unless --results-dir")
@@ -727,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.minutes, args.compact_every, args.backup_every, args.history = 3, 1, 1, 5
+        args.wait_maintenance = args.wait_maintenance or 15
     from ingest.settings import compact_cron
 
     try:
