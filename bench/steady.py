@@ -350,7 +350,9 @@ class Load:
 
     def __init__(self, topic: str, rate: int, seconds: float, seed: int = 2):
         self.topic, self.rate, self.seconds, self.seed = topic, rate, seconds, seed
-        self.start_s = time.time() + 30 + rate * SEGMENT_S / 100_000  # time to build the first segment
+        # seconds to build a segment's events before it is due, with room for a busy machine
+        self.lead = 15 + rate * SEGMENT_S / 20_000
+        self.start_s = time.time() + self.lead
         self.results: list[dict] = []
         self.error: str | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -369,8 +371,8 @@ class Load:
                                        stderr=subprocess.PIPE, text=True)
             self._live.append(process)
             running.append(process)
-            # the next segment starts building half a segment before this one ends
-            while time.time() < self.start_s + offset + length / 2 and self.error is None:
+            # the next segment starts building `lead` seconds before it is due
+            while time.time() < self.start_s + offset + length - self.lead and self.error is None:
                 self._collect(running)
                 time.sleep(1)
             offset, index = offset + length, index + 1
