@@ -235,7 +235,10 @@ class Airflow:
         from infra.paths import REPO_ROOT
 
         self.home, self.port = home, _free_port()
-        self.env = {**env, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        # an Airflow of its own: nothing inherited (a test session's AIRFLOW__DATABASE__SQL_ALCHEMY_CONN, say)
+        self.env = {**{k: v for k, v in env.items() if not k.startswith("AIRFLOW")}, "AIRFLOW_HOME": str(home),
+                    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+                    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
                     "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                     # two task slots: maintenance never takes more than the box's cores from the stream
                     "AIRFLOW__CORE__PARALLELISM": "2", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
