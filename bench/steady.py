@@ -354,7 +354,7 @@ class Load:
     def __init__(self, topic: str, rate: int, seconds: float, seed: int = 2):
         self.topic, self.rate, self.seconds, self.seed = topic, rate, seconds, seed
         # seconds to build a segment's events before it is due, with room for a busy machine
-        self.lead = 15 + rate * SEGMENT_S / 20_000
+        self.lead = 30 + rate * SEGMENT_S / 10_000
         self.start_s = time.time() + self.lead
         self.results: list[dict] = []
         self.error: str | None = None
