@@ -776,6 +776,8 @@ def main(argv: list[str] | None = None) -> int:
     from infra import stack
     from ingest.settings import load_settings
 
+    # SIGTERM unwinds like Ctrl-C, so the cleanup (application, Airflow, loaders) runs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     stack.up()
     settings = load_settings()
     run_id = uuid.uuid4().hex[:6]
