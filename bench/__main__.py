@@ -6,9 +6,9 @@
     .venv/bin/python -m bench --tag full      # results named *-<date>-full, so a second run that day keeps the first
 
 Each benchmark is also a module of its own (python -m bench.drain / drain_peers / latency / compaction /
-recovery / multi_pipeline / query / evolution, each with --help); this runs them with the reference arguments
-below, or the quick ones. latency_iceberg is bench.latency into Iceberg (with the Flink peer once `bash
-infra/flink.sh` installed it), drain_kinesis is bench.drain from Kinesis.
+recovery / multi_pipeline / query / evolution / routing / steady, each with --help); this runs them with the
+reference arguments below, or the quick ones. latency_iceberg is bench.latency into Iceberg (with the Flink peer
+once `bash infra/flink.sh` installed it), drain_kinesis is bench.drain from Kinesis.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import compaction, drain, drain_peers, evolution, latency, multi_pipeline, query, recovery, routing, summary
+from bench import (compaction, drain, drain_peers, evolution, latency, multi_pipeline, query, recovery, routing, steady,
+                   summary)
 from bench.common import RESULTS, result_name
 
 ICEBERG_SYSTEMS = ["--systems", "lakeline-iceberg", "spark-iceberg"]  # and flink-iceberg once installed
@@ -35,6 +36,7 @@ REFERENCE = {
     "query": ["--rows", "1000000"],
     "evolution": ["--fields", "10", "100", "500"],
     "routing": ["--count", "20000", "--kinds", "58", "--max-offsets", "10000"],
+    "steady": ["--rate", "5000", "--minutes", "30", "--peers", "spark-delta", "delta-rs", "spark-iceberg"],
 }
 QUICK = {
     "drain": ["--count", "5000", "--no-write"],
@@ -50,10 +52,11 @@ QUICK = {
     "query": ["--rows", "2000", "--runs", "1", "--no-write"],
     "evolution": ["--fields", "10", "--records", "40", "--no-events", "--formats", "delta", "--no-write"],
     "routing": ["--count", "2000", "--kinds", "8", "--max-offsets", "1000", "--no-write"],
+    "steady": ["--quick", "--no-write"],
 }
 MODULES = {"drain": drain, "drain_peers": drain_peers, "latency": latency, "latency_iceberg": latency,
            "compaction": compaction, "recovery": recovery, "drain_kinesis": drain, "multi_pipeline": multi_pipeline,
-           "query": query, "evolution": evolution, "routing": routing}
+           "query": query, "evolution": evolution, "routing": routing, "steady": steady}
 
 
 def main(argv: list[str] | None = None) -> int:

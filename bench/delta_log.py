@@ -69,14 +69,9 @@ def row_latencies(location: str, settings: Settings, since_ms: int, until_ms: in
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from pyarrow import fs
     from urllib.parse import unquote
 
-    credentials = settings.aws_credentials()
-    s3 = fs.S3FileSystem(endpoint_override=settings.s3_endpoint, region=settings.aws_region,
-                         access_key=credentials.get("access_key_id"), secret_key=credentials.get("secret_access_key"),
-                         session_token=credentials.get("session_token"),
-                         scheme="http" if (settings.s3_endpoint or "").startswith("http://") else "https")
+    s3 = s3_filesystem(settings)
     bucket, key = split_s3_uri(location.rstrip("/"))
     latencies: list[float] = []
     total = 0
@@ -94,6 +89,18 @@ def row_latencies(location: str, settings: Settings, since_ms: int, until_ms: in
                 if value is not None and since_ms <= value < until_ms:
                     latencies.append((commit["timestamp_ms"] - value) / 1000)
     return latencies, total, len(ids)
+
+
+def s3_filesystem(settings: Settings):
+    """A pyarrow S3 filesystem on the settings' endpoint and credentials."""
+    from pyarrow import fs
+
+    credentials = settings.aws_credentials()
+    return fs.S3FileSystem(endpoint_override=settings.s3_endpoint, region=settings.aws_region,
+                           access_key=credentials.get("access_key_id"),
+                           secret_key=credentials.get("secret_access_key"),
+                           session_token=credentials.get("session_token"),
+                           scheme="http" if (settings.s3_endpoint or "").startswith("http://") else "https")
 
 
 def percentiles(values: list[float]) -> dict:

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, required=True, help="records per second")
     parser.add_argument("--seconds", type=float, required=True, help="how long to send")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--start-at", type=float, help="epoch seconds the schedule starts at (events are built "
+                                                       "before it): back-to-back segments of one long load")
     args = parser.parse_args(argv)
 
     from confluent_kafka import Producer
@@ -57,9 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         payloads.append((head.encode() + b'"', b'"' + tail.encode(), event["customer_id"].encode()))
     seconds_text: dict[int, bytes] = {}
 
+    if args.start_at is not None:
+        # Late (the events took longer to build): the schedule still starts at --start-at and the producer catches
+        # up, which producer_worst_behind_s reports.
+        time.sleep(max(0.0, args.start_at - time.time()))
     print("schedule started", file=sys.stderr, flush=True)  # bench.latency times a kill -9 from here
-    start_wall = time.time()
-    start_mono = time.monotonic()
+    start_wall = args.start_at if args.start_at is not None else time.time()
+    start_mono = time.monotonic() - (time.time() - start_wall)
     worst_behind = 0.0
     for i, (head, tail, key) in enumerate(payloads):
         due = i / args.rate

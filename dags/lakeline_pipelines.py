@@ -1,7 +1,7 @@
 """Airflow DAGs for every pipeline declared in conf/pipelines/*.yaml (adding a file adds its DAGs):
 
-- lakeline_checkpoint_backup__<pipeline>: every 15 minutes, back up the checkpoint (keeps checkpoint.keep_backups),
-  then verify the new backup.
+- lakeline_checkpoint_backup__<pipeline>: every 15 minutes (LAKELINE_DAG_BACKUP_EVERY), back up the checkpoint
+  (keeps checkpoint.keep_backups), then verify the new backup.
 - lakeline_drill__<pipeline>: weekly recovery drill; setup (clear leftovers of this run) -> drill
   -> teardown (always runs). The run fails when a scenario fails; the report is an XCom and in the log.
 - lakeline_freshness: every 10 minutes, each pipeline's table against its `freshness:` SLA, judged as of the
@@ -24,7 +24,8 @@ from ingest.config import load_pipeline
 from ingest.settings import load_settings
 from maintenance import tasks
 
-CONF_DIR = Path(load_settings().conf_dir or Path(__file__).resolve().parent.parent / "conf")
+SETTINGS = load_settings()
+CONF_DIR = Path(SETTINGS.conf_dir or Path(__file__).resolve().parent.parent / "conf")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}
@@ -41,8 +42,9 @@ def pipeline_configs() -> dict[str, tuple[str, str]]:
 
 
 def backup_dag(name: str, path: str):
-    @dag(dag_id=f"lakeline_checkpoint_backup__{name}", schedule=timedelta(minutes=15), start_date=START,
-         catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "checkpoint", name],
+    @dag(dag_id=f"lakeline_checkpoint_backup__{name}", schedule=timedelta(minutes=SETTINGS.dag_backup_every),
+         start_date=START, catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
+         tags=["lakeline", "checkpoint", name],
          doc_md=f"Back up and verify the checkpoint of pipeline `{name}` (`{path}`).")
     def checkpoint_backup():
         @task

@@ -1,6 +1,7 @@
 """Airflow DAGs for every maintained table declared in conf/tables/*.yaml (adding a file adds its DAGs):
 
-- lakeline_compact__<table>: hourly, each run standing for the hour that ended. health -> decide (the policy's
+- lakeline_compact__<table>: hourly (LAKELINE_DAG_COMPACT_EVERY minutes), each run standing for the period that
+  ended. health -> decide (the policy's
   plan, a dry run) -> compact (only when the plan selects partitions) -> health after. Partition-scoped by the
   run's data interval: decisions are made as of its end (partitions written after it are hot), the partitions
   that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
@@ -24,15 +25,17 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
-from ingest.settings import load_settings
+from ingest.settings import compact_cron, load_settings
 from maintenance import tasks
 from maintenance.policy import load_table
 
-CONF_DIR = Path(load_settings().conf_dir or Path(__file__).resolve().parent.parent / "conf")
+SETTINGS = load_settings()
+CONF_DIR = Path(SETTINGS.conf_dir or Path(__file__).resolve().parent.parent / "conf")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-# Hourly, each run standing for the hour that just ended: [run time - 1h, run time). (Plain "@hourly" is a
-# trigger timetable in Airflow 3, whose runs have a zero-length data interval.)
-HOURLY = CronTriggerTimetable("0 * * * *", timezone="UTC", interval=timedelta(hours=1))
+# Every period (hourly by default), each run standing for the period that just ended: [run time - period, run
+# time). (Plain "@hourly" is a trigger timetable in Airflow 3, whose runs have a zero-length data interval.)
+EVERY = timedelta(minutes=SETTINGS.dag_compact_every)
+COMPACT_SCHEDULE = CronTriggerTimetable(compact_cron(SETTINGS.dag_compact_every), timezone="UTC", interval=EVERY)
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}
 
@@ -55,7 +58,7 @@ def _interval() -> tuple[str, str] | None:
 
 
 def compact_dag(name: str, path: str):
-    @dag(dag_id=f"lakeline_compact__{name}", schedule=HOURLY, start_date=START, catchup=False,
+    @dag(dag_id=f"lakeline_compact__{name}", schedule=COMPACT_SCHEDULE, start_date=START, catchup=False,
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"Policy-driven compaction of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def compaction():

@@ -125,6 +125,11 @@ class Settings(BaseSettings):
     maintenance_cores: int = Field(1, ge=1, description=(
         "The cores a maintenance command's Spark uses: local[N] when the master is local, spark.cores.max on a "
         "cluster when set explicitly."))
+    dag_compact_every: int = Field(60, ge=1, description=(
+        "Minutes between runs of the compaction DAGs (each run's data interval is that period, ending at the run): "
+        "a divisor of 60, or a whole number of hours dividing 24. Lower it to compress the schedule (a soak or a "
+        "benchmark)."))
+    dag_backup_every: int = Field(15, ge=1, description="Minutes between runs of the checkpoint backup DAGs.")
     task_launcher: Literal["local", "spark-submit"] = Field("local", description=(
         "How Airflow tasks start `lakeline`: local (python -m lakeline beside the worker) or spark-submit "
         "(against LAKELINE_SPARK_MASTER, client mode)."))
@@ -171,6 +176,12 @@ class Settings(BaseSettings):
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") or None if value else None
+
+    @field_validator("dag_compact_every")
+    @classmethod
+    def _cron_period(cls, value: int) -> int:
+        compact_cron(value)
+        return value
 
     @field_validator("spark_conf", mode="before")
     @classmethod
@@ -363,6 +374,16 @@ def _explain(error: dict) -> str:
     annotation = str(Settings.model_fields[field].annotation)
     shown = "" if "SecretStr" in annotation else f"={error.get('input')!r}"
     return f"{variable}{shown}: {error['msg']}"
+
+
+def compact_cron(minutes: int) -> str:
+    """The cron of a compaction run every `minutes`, aligned to the hour or the day (60 -> "0 * * * *")."""
+    if minutes < 60 and 60 % minutes == 0:
+        return f"*/{minutes} * * * *"
+    if minutes % 60 == 0 and 1440 % minutes == 0:
+        return {60: "0 * * * *", 1440: "0 0 * * *"}.get(minutes, f"0 */{minutes // 60} * * *")
+    raise ValueError(f"{minutes} minutes is not a divisor of 60 nor a whole number of hours dividing 24 "
+                     "(e.g. 1, 5, 15, 60, 360)")
 
 
 def _spark_conf(text: str) -> dict[str, str]:

@@ -24,13 +24,16 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
                   "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags},
-                  "pools": {d: {t.task_id: t.pool for t in bag.dags[d].tasks} for d in bag.dags}}))
+                  "pools": {d: {t.task_id: t.pool for t in bag.dags[d].tasks} for d in bag.dags},
+                  "schedules": {d: [str(getattr(bag.dags[d].timetable, a, None)) for a in ("expression", "interval",
+                                                                                         "delta")] for d in bag.dags}}))
 """
 
 
-def _parse(conf_dir: Path | None = None) -> dict:
+def _parse(conf_dir: Path | None = None, **settings: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKELINE_")}
     env["LAKELINE_STATE_DIR"] = "/nonexistent/lakeline-state"  # no stack.env to read
+    env.update(settings)
     if conf_dir:
         env["LAKELINE_CONF_DIR"] = str(conf_dir)
     out = subprocess.run([sys.executable, "-c", _PROBE, str(REPO / "dags")], capture_output=True, text=True,
@@ -55,8 +58,36 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     assert pools["lakeline_compact__orders_iceberg"]["compact"] == pools["lakeline_retain__orders_iceberg"][
         "retain"] == "lakeline_table__orders_iceberg" != pools["lakeline_compact__orders_delta"]["compact"]
     assert pools["lakeline_compact__orders_iceberg"]["health_before"] == "default_pool"
+    # by default hourly compaction runs standing for the hour that ended, and backups every 15 minutes
+    assert result["schedules"]["lakeline_compact__orders_delta"][:2] == ["0 * * * *", "1:00:00"]
+    assert result["schedules"]["lakeline_checkpoint_backup__orders_delta"][2] == "0:15:00"
     print(f"DAG folder parsed in {result['seconds']:.2f}s")
     assert result["seconds"] < 30
+
+
+def test_a_compressed_schedule_is_a_setting_and_each_run_stands_for_its_period():
+    result = _parse(LAKELINE_DAG_COMPACT_EVERY="5", LAKELINE_DAG_BACKUP_EVERY="2")
+    assert result["errors"] == {}
+    for table in ("orders_delta", "orders_iceberg"):
+        assert result["schedules"][f"lakeline_compact__{table}"][:2] == ["*/5 * * * *", "0:05:00"]
+    assert result["schedules"]["lakeline_checkpoint_backup__orders_iceberg"][2] == "0:02:00"
+
+
+def test_a_compaction_period_the_clock_cannot_align_is_an_import_error_naming_the_variable():
+    errors = _parse(LAKELINE_DAG_COMPACT_EVERY="7")["errors"]
+    assert errors and all("LAKELINE_DAG_COMPACT_EVERY='7'" in error for error in errors.values())
+
+
+def test_compact_cron_aligns_to_the_hour_or_the_day():
+    from ingest.errors import ConfigError
+    from ingest.settings import compact_cron, settings_from
+
+    assert [compact_cron(m) for m in (1, 5, 15, 60, 120, 360, 1440)] == [
+        "*/1 * * * *", "*/5 * * * *", "*/15 * * * *", "0 * * * *", "0 */2 * * *", "0 */6 * * *", "0 0 * * *"]
+    for key, value in [("LAKELINE_DAG_COMPACT_EVERY", "90"), ("LAKELINE_DAG_COMPACT_EVERY", "0"),
+                       ("LAKELINE_DAG_COMPACT_EVERY", "soon"), ("LAKELINE_DAG_BACKUP_EVERY", "0")]:
+        with pytest.raises(ConfigError, match=f"{key}='{value}'"):
+            settings_from({key: value})
 
 
 def test_adding_a_pipeline_file_adds_its_dags(tmp_path):

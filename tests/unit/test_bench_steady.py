@@ -1,0 +1,47 @@
+"""bench.steady's per-minute rows and summary from recorded samples (no stack)."""
+
+from __future__ import annotations
+
+from bench.steady import CommitTracker, _maintained, per_minute, summarise
+
+START = 1_800_000_000_000
+
+
+def _tracker(rows: list[tuple[int, int]], commits: list[int]) -> CommitTracker:
+    tracker = CommitTracker.__new__(CommitTracker)
+    tracker.rows, tracker.commit_times = rows, commits
+    return tracker
+
+
+def test_rows_fall_in_the_minute_they_were_meant_to_be_sent_and_cpu_is_a_share_of_the_minute():
+    # minute 1: rows sent at +10 s visible 0.5 s later; minute 2: sent at +70 s, visible 3 s later
+    rows = [(START + 10_000, START + 10_500)] * 10 + [(START + 70_000, START + 73_000)] * 10
+    samples = [{"at_ms": START + s * 1000, "app": (1000.0 + s, s * 0.5)} for s in range(0, 120, 5)]
+    layouts = [{"at_ms": START + 1000, "table": "delta", "files": 7, "max_files_per_partition": 3},
+               {"at_ms": START + 61_000, "table": "delta", "files": 9, "max_files_per_partition": 5}]
+    maintenance = [{"dag": "lakeline_compact__t", "task": "compact", "state": "success",
+                    "start_ms": START + 65_000, "end_ms": START + 90_000}]
+    out = per_minute(START, 2, _tracker(rows, [START + 10_500, START + 73_000, START + 74_000]), layouts, samples,
+                     "delta", ["app"], maintenance)
+    assert [(r["minute"], r["p50"], r["rows"], r["commits"]) for r in out] == [(1, 0.5, 10, 1), (2, 3.0, 10, 2)]
+    assert [r["max_files_per_partition"] for r in out] == [3, 5]
+    assert [r["maintenance_tasks"] for r in out] == [0, 1]
+    assert out[0]["app_rss_mb"] == 1055 and out[0]["app_cpu_pct"] == 50
+
+
+def test_summary_spread_growth_and_files():
+    rows = [{"minute": m, "p50": 0.5, "p99": p99, "max_files_per_partition": m, "app_rss_mb": rss}
+            for m, p99, rss in [(1, 1.0, 900), (2, 1.0, 950), (3, 1.2, 1000), (4, 1.0, 1000), (5, 1.0, 1000),
+                                (6, 3.0, 1050), (7, 1.0, 1100)]]
+    summary = summarise(rows, "app")
+    assert summary["p99_spread"] == 3.0 and summary["worst_minute_p99"] == 3.0
+    assert summary["rss_growth_pct"] == 10.0  # minute 5 -> the last minute
+    assert summary["max_files_per_partition"] == 7 and summary["minutes_p50_over_1s"] == 0
+
+
+def test_maintained_needs_a_successful_compact_and_retain_of_every_table():
+    runs = [{"dag": "lakeline_compact__a", "task": "compact", "state": "success"},
+            {"dag": "lakeline_retain__a", "task": "retain", "state": "success"},
+            {"dag": "lakeline_compact__b", "task": "compact", "state": "success"},
+            {"dag": "lakeline_retain__b", "task": "retain", "state": "failed"}]
+    assert _maintained(runs, ["a"]) and not _maintained(runs, ["a", "b"])
