@@ -9,7 +9,7 @@ import pytest
 from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.config import PipelineConfig
 from ingest.formats import tables_for
-from tests.helpers import pipeline_dict
+from tests.helpers import BASE_SCHEMA, pipeline_dict
 
 pytestmark = pytest.mark.integration
 
@@ -395,7 +395,7 @@ def test_delta_statistics_on_the_declared_fields_only(spark, settings):
     config = PipelineConfig.model_validate(pipeline_dict("delta", name=f"t_stats_{uuid.uuid4().hex[:6]}"))
     main, _ = tables_for(spark, config, settings)
     main.ensure()
-    declared = [f["name"] for f in config.model_dump()["schema"]["fields"]]
+    declared = [f["name"] for f in BASE_SCHEMA["fields"]]
     props = spark.sql(f"DESCRIBE DETAIL {main.sql_name}").first()["properties"]
     assert props[STATS_COLUMNS_KEY] == ",".join(declared)
 
