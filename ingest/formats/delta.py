@@ -33,13 +33,13 @@ if TYPE_CHECKING:
 _NEWEST = 5     # commit files read first by last_commit()
 _RECENT = 200  # then these history entries, before falling back to the full log
 
-# A lost commit race, nothing of ours landed: Delta's logical conflicts (the base class of ConcurrentAppend,
-# ConcurrentDeleteRead, ConcurrentTransaction, MetadataChanged, ProtocolChanged, ...) and the put-if-absent refusal
-# of the commit file (S3ConditionalPutLogStore's HTTP 412) when Delta does not retry it itself.
 # Data-skipping statistics on the tables Lakeline creates: the declared record fields only (see statistics_columns).
 STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
 _RESCUED = "_rescued_data"  # in a main table, the first column after the declared record fields
 
+# A lost commit race, nothing of ours landed: Delta's logical conflicts (the base class of ConcurrentAppend,
+# ConcurrentDeleteRead, ConcurrentTransaction, MetadataChanged, ProtocolChanged, ...) and the put-if-absent refusal
+# of the commit file (S3ConditionalPutLogStore's HTTP 412) when Delta does not retry it itself.
 _CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",
               "java.nio.file.FileAlreadyExistsException", "org.apache.hadoop.fs.FileAlreadyExistsException")
 
