@@ -87,6 +87,11 @@ class BatchCommitter:
         self.main, self.dead, self.lineage, self.events = main, dead, lineage, events
         self._main_end, self._dlq_end, self._last = dict(ends.main), dict(ends.dead_letters), ends.last
         self._dead_letters_settled = ends.dead_letters_settled
+        # Tables holding no commit of this pipeline yet (none at the start, none by this run): a batch cannot be
+        # a replay there, so their commits skip Delta's txn check, which on a table just created rebuilds the log's
+        # state (three Spark jobs before the first batch's write).
+        self._uncommitted = {id(table) for table, record in ((main, ends.last), (dead, ends.dead_last))
+                             if record is None}
         self.reports: dict[int, BatchReport] = {}
         self.first_batch_of_start = True
         # A typed error raised inside foreachBatch, for the run loop to raise as it is (Spark wraps it as text).
@@ -340,7 +345,9 @@ class BatchCommitter:
         for attempt in retrying((CommitConflict, UnknownCommitOutcome), COMMIT_ATTEMPTS, on_retry=on_retry):
             with attempt:
                 try:
-                    table.append(frame, record, may_be_replay=self.first_batch_of_start)
+                    table.append(frame, record, may_be_replay=self.first_batch_of_start
+                                 and id(table) not in self._uncommitted)
+                    self._uncommitted.discard(id(table))
                     return
                 except Exception as exc:  # noqa: BLE001 - classified below; anything unknown is re-raised
                     if refused_by_fence(exc):
@@ -356,6 +363,7 @@ class BatchCommitter:
                     if landed and (landed.lineage, landed.batch_id) == (record.lineage, record.batch_id):
                         self.events.emit(CommitReconciled(pipeline=record.pipeline, batch_id=record.batch_id,
                                                           table=table.display_name))
+                        self._uncommitted.discard(id(table))
                         return
                     tries = attempt.retry_state.attempt_number
                     raise kind(f"{table.display_name}: batch {record.batch_id} failed to commit after {tries} "

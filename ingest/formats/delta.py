@@ -6,6 +6,7 @@ the command's help)."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 
 _NEWEST = 5     # commit files read first by last_commit()
 _RECENT = 200  # then back to this many versions (the commit files again), before falling back to the history
+
+# Data-skipping statistics on the tables Lakeline creates: the declared record fields only (see statistics_columns).
+STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
+_RESCUED = "_rescued_data"  # in a main table, the first column after the declared record fields
 
 # A lost commit race, nothing of ours landed: Delta's logical conflicts (the base class of ConcurrentAppend,
 # ConcurrentDeleteRead, ConcurrentTransaction, MetadataChanged, ProtocolChanged, ...) and the put-if-absent refusal
@@ -72,6 +77,23 @@ def generated_type(field: "PartitionField") -> str:
     if kind == "day":
         return "date"
     return field.source_type.simpleString()
+
+
+def statistics_columns(schema: "StructType") -> str | None:
+    """The value of `delta.dataSkippingStatsColumns` for a new table: the declared record fields, which are the
+    main table's columns before `_rescued_data` (ingest.transforms.table_schema's order). Lakeline's own columns
+    after it (`_rescued_data`, key, headers, source coordinates, `_ingested_at`) get none: nobody filters by them,
+    and min/max over every row of a string column is a large share of a write's CPU. None (Delta's default, the
+    first 32 columns) for a table without `_rescued_data`, e.g. the dead-letter table."""
+    names = schema.fieldNames()
+    if _RESCUED not in names or names.index(_RESCUED) == 0:
+        return None
+    return ",".join(map(_stats_name, names[:names.index(_RESCUED)]))
+
+
+def _stats_name(name: str) -> str:
+    """A column name as `delta.dataSkippingStatsColumns` lists it (back-quoted unless a plain identifier)."""
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
 
 
 def delta_rs_uri(location: str) -> str:
@@ -168,6 +190,9 @@ class DeltaLakeTable(LakeTable):
             return
         builder = (DeltaTable.createIfNotExists(self.spark).location(self.location).addColumns(self.schema)
                    .property(CHECKPOINT_INTERVAL_KEY, str(SPARK_CHECKPOINT_INTERVAL)))
+        stats = statistics_columns(self.schema)
+        if stats is not None:
+            builder = builder.property(STATS_COLUMNS_KEY, stats)
         for field in self.partitioning:
             if not field.is_source_column:
                 builder = builder.addColumn(field.column, generated_type(field),
@@ -352,6 +377,21 @@ class DeltaLakeTable(LakeTable):
     @property
     def _log_folder(self) -> str:
         return f"{self.location}/_delta_log"
+
+    def evolve(self, changes) -> None:
+        """The format-neutral evolution, then the added top-level columns join the table's statistics columns when
+        Lakeline set them at creation (a second commit: a crash in between leaves a column without statistics,
+        which only costs a reader's pruning). A field added inside a struct is covered by the struct's name."""
+        super().evolve(changes)
+        configuration = self.snapshot().metadata().configuration()
+        if not configuration.contains(STATS_COLUMNS_KEY):
+            return
+        listed = str(configuration.apply(STATS_COLUMNS_KEY))
+        have = {name.strip().strip("`").lower() for name in listed.split(",")}
+        added = [c.path[0] for c in changes if c.kind == "add" and len(c.path) == 1 and c.path[0].lower() not in have]
+        if added:
+            value = ",".join([listed, *map(_stats_name, added)]).replace("\\", "\\\\").replace("'", "\\'")
+            self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('{STATS_COLUMNS_KEY}' = '{value}')")
 
     def widen(self, column: str, data_type: "DataType") -> None:
         """Delta's type widening (a table feature, enabled on first use): no data file is rewritten."""
