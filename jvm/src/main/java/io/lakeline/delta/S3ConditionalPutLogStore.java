@@ -191,7 +191,7 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
     @Override
     public Iterator<FileStatus> listFrom(Path path, Configuration hadoopConf) throws IOException {
         FileSystem fs = path.getFileSystem(hadoopConf);
-        if (!isS3A(fs) || !hadoopConf.getBoolean(FAST_LIST_FROM, true)) {
+        if (!isS3A(fs) || !hadoopConf.getBoolean(FAST_LIST_FROM, true) || !isLogListing(path)) {
             return super.listFrom(path, hadoopConf);
         }
         Path resolved = fs.makeQualified(path);
@@ -204,6 +204,16 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
                 .filter(status -> status.getPath().getName().compareTo(from) >= 0)
                 .sorted(Comparator.comparing(status -> status.getPath().getName()))
                 .iterator();
+    }
+
+    /**
+     * Only the log itself: Delta also lists data folders through the store (VACUUM's recursive walk, from the
+     * name "\u0000"), and that walk needs the folder's sub-folders as entries, which a flat S3 key listing does
+     * not give.
+     */
+    static boolean isLogListing(Path path) {
+        Path parent = path.getParent();
+        return parent != null && parent.getName().equals("_delta_log");
     }
 
     /** By class name, as S3A's is not on every classpath (S3LogStoreUtil needs it loaded). */

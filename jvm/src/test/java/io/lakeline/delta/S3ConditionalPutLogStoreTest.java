@@ -145,6 +145,14 @@ class S3ConditionalPutLogStoreTest {
     }
 
     @Test
+    void listsFromAVersionOnlyInTheLogItself() {
+        assertTrue(S3ConditionalPutLogStore.isLogListing(new Path("s3a://bucket/t/_delta_log/" + commit(3).getName())));
+        // VACUUM walks data folders through the store from "\u0000": those keep the folder listing.
+        assertFalse(S3ConditionalPutLogStore.isLogListing(new Path("s3a://bucket/t/\u0000")));
+        assertFalse(S3ConditionalPutLogStore.isLogListing(new Path("s3a://bucket/t/day=2026-11-27/\u0000")));
+    }
+
+    @Test
     void recognisesS3PreconditionFailuresThroughTheCauseChain() {
         IOException s3 = new IOException("PUT: Status Code: 412, Request ID: x");
         assertTrue(S3ConditionalPutLogStore.isPreconditionFailure(new IOException("wrapped", s3)));
