@@ -71,7 +71,8 @@ def compact_dag(name: str, path: str):
             plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True, interval=_interval())
             print(f"decision for interval {plan.get('interval')}: {len(plan.get('partitions', []))} partition(s) to "
                   f"compact ({plan.get('from_interval', 0)} went quiet in the interval, {plan.get('backlog', 0)} "
-                  f"backlog), {len(plan.get('skipped_by_policy', []))} left alone (under threshold, hot or budget)")
+                  f"backlog, {plan.get('hot_over_bound', 0)} hot over max_files_per_partition), "
+                  f"{len(plan.get('skipped_by_policy', []))} left alone (under threshold, hot or budget)")
             return plan
 
         @task.short_circuit

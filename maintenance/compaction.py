@@ -72,6 +72,7 @@ class CompactionResult:
     interval: list[str | None] | None = None
     from_interval: int = 0
     backlog: int = 0
+    hot_over_bound: int = 0  # chosen although the stream writes them: over max_files_per_partition
 
     @property
     def files_before(self) -> int:
@@ -133,11 +134,13 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                               skipped_by_policy=[asdict(s) for s in plan.skipped],
                               interval=None if interval is None else [
                                   interval[0].isoformat() if interval[0] else None, interval[1].isoformat()],
-                              from_interval=plan.from_interval, backlog=plan.backlog)
+                              from_interval=plan.from_interval, backlog=plan.backlog,
+                              hot_over_bound=plan.hot_over_bound)
     if interval is not None:
         low, high = settled_range(interval, table.policy.compaction)
         log.info(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
-             f"[{low.isoformat() if low else '-'}, {high.isoformat()})), {plan.backlog} from the backlog before it")
+                 f"[{low.isoformat() if low else '-'}, {high.isoformat()})), {plan.backlog} from the backlog before "
+                 f"it, {plan.hot_over_bound} hot over max_files_per_partition")
     for skip in plan.skipped:
         log.info(f"  skip {skip.partition or '(table)'}: {skip.reason}")
     if dry_run:

@@ -60,8 +60,11 @@ class Compaction(_Strict):
     # ... and when that share of its files is small.
     small_file_ratio: Annotated[float, Field(gt=0, le=1)] = 0.3
     max_bytes_per_run: str = "10GB"
-    # Partitions whose newest data file is younger than this are being written by the stream: skipped.
+    # Partitions whose newest data file is younger than this are being written by the stream: skipped ...
     hot_partition_window: str = "1h"
+    # ... unless they hold more files than this: the bound on files per partition while the stream writes it.
+    # A compaction commit only replaces the files it read, so the stream's appends never conflict with it.
+    max_files_per_partition: Annotated[int, Field(ge=2)] | None = None
     sort_by: list[str] = []
     zorder_by: list[str] = []
 
@@ -320,6 +323,8 @@ class Plan:
     # With an interval: how many chosen partitions went quiet in it, and how many are backlog from before it.
     from_interval: int = 0
     backlog: int = 0
+    # Chosen although hot: over max_files_per_partition.
+    hot_over_bound: int = 0
 
     @property
     def partitions(self) -> list[str]:
@@ -339,10 +344,10 @@ def settled_range(interval: tuple[datetime | None, datetime], compaction: Compac
 def decide(health: TableHealth, compaction: Compaction, now: datetime, only: list[str] | None = None,
            include_hot: bool = False, interval: tuple[datetime | None, datetime] | None = None) -> Plan:
     """Which partitions to compact: over threshold (enough small files and a high enough small share), newest
-    first, skipping the hot partition (newest file younger than the hot window) unless `include_hot`, until
-    `max_bytes_per_run` is used. `only` restricts the candidates to those partitions: keys naming some or all of
-    their columns (`event_date=2026-11-20` selects every bucket of that day), or bare values for a table with one
-    partition column.
+    first, skipping the hot partition (newest file younger than the hot window) unless `include_hot` or it holds
+    more than `max_files_per_partition` files, until `max_bytes_per_run` is used. `only` restricts the candidates
+    to those partitions: keys naming some or all of their columns (`event_date=2026-11-20` selects every bucket of
+    that day), or bare values for a table with one partition column.
 
     With `interval` (a scheduler run's data interval; `now` is its end): the partitions that went quiet in it
     (`settled_range`) come first, then the backlog, partitions that settled earlier and are still over threshold
@@ -362,6 +367,8 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
                and (low is None or p.newest_file_at >= low) and p.newest_file_at < high}
         ordered = [p for p in ordered if p.partition in own] + [p for p in ordered if p.partition not in own]
 
+    live: set[str] = set()
+
     def record(part: PartitionHealth, action: str, reason: str) -> None:
         (chosen if action == "compact" else skipped).append(
             PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files))
@@ -375,8 +382,11 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
         if part.small_ratio < compaction.small_file_ratio:
             record(part, "skip", f"small-file ratio {part.small_ratio:.2f} < {compaction.small_file_ratio}")
             continue
-        if not include_hot and part.newest_file_at is not None \
-                and now - part.newest_file_at < compaction.hot_window:
+        hot = not include_hot and part.newest_file_at is not None \
+            and now - part.newest_file_at < compaction.hot_window
+        over_bound = compaction.max_files_per_partition is not None \
+            and part.files > compaction.max_files_per_partition
+        if hot and not over_bound:
             age = (now - part.newest_file_at).total_seconds()
             record(part, "skip", f"hot: newest file {age:.0f}s old < hot_partition_window "
                                  f"{compaction.hot_partition_window} (the stream is writing it)")
@@ -385,9 +395,13 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             record(part, "skip", f"max_bytes_per_run {compaction.max_bytes_per_run} reached")
             continue
         used += part.bytes
-        origin = "" if interval is None else (", went quiet in this interval" if part.partition in own
-                                              else ", backlog from before this interval")
-        record(part, "compact", f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f}){origin}")
+        origin = "" if interval is None or hot else (", went quiet in this interval" if part.partition in own
+                                                     else ", backlog from before this interval")
+        bound = f", hot but over max_files_per_partition {compaction.max_files_per_partition}" if hot else ""
+        if hot:
+            live.add(part.partition)
+        record(part, "compact",
+               f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f}){origin}{bound}")
     if wanted is not None:
         for missing in [w for w in wanted if not any(key_matches(p.partition, w) for p in health.partitions)]:
             columns = ", ".join(health.partition_columns)
@@ -395,7 +409,8 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
                 f"a bare value needs one partition column; name it as column=value ({columns})"
             skipped.append(PartitionChoice(missing, "skip", reason, 0, 0, 0))
     from_interval = sum(1 for c in chosen if c.partition in own)
-    return Plan(health.table, chosen, skipped, used, from_interval, len(chosen) - from_interval if interval else 0)
+    backlog = len(chosen) - from_interval - len(live) if interval else 0
+    return Plan(health.table, chosen, skipped, used, from_interval, backlog, len(live))
 
 
 def size_histogram(sizes: list[int], target: int) -> dict[str, int]:

@@ -135,6 +135,33 @@ def test_newest_first_and_hot_partition_skipped_unless_asked():
     assert decide(health, POLICY, NOW + timedelta(hours=1)).partitions[0] == "event_date=2026-11-22"
 
 
+def test_a_hot_partition_over_max_files_per_partition_is_compacted_beside_the_stream():
+    bounded = Compaction(min_small_files=5, small_file_ratio=0.3, max_bytes_per_run="1GB",
+                         hot_partition_window="1h", max_files_per_partition=50)
+    live = _part("2026-11-22", 60, 60, age_hours=0.01)
+    young = _part("2026-11-21", 40, 40, age_hours=0.5)  # hot, under the bound: waits for the window
+    plan = decide(_health(live, young), bounded, NOW)
+    assert plan.partitions == ["event_date=2026-11-22"]
+    assert "hot but over max_files_per_partition 50" in plan.chosen[0].reason
+    assert "hot" in plan.skipped[0].reason and plan.skipped[0].partition == "event_date=2026-11-21"
+    # Without the bound (the default) both wait; the bound does not lift the small-file thresholds.
+    assert decide(_health(live, young), POLICY, NOW).partitions == []
+    big_files = _part("2026-11-22", 60, 2, age_hours=0.01)
+    assert decide(_health(big_files), bounded, NOW).partitions == []
+    # In a scheduler run the live partition is neither the interval's own work nor backlog.
+    start, end = NOW - timedelta(hours=1), NOW
+    settled = _part("2026-11-20", 10, 10, age_hours=1.5)
+    run = decide(_health(live, young, settled), bounded, end, interval=(start, end))
+    assert run.partitions == ["event_date=2026-11-20", "event_date=2026-11-22"]  # the interval's own work first
+    assert (run.from_interval, run.backlog, run.hot_over_bound) == (1, 0, 1)
+    assert "backlog" not in run.chosen[1].reason
+
+
+def test_max_files_per_partition_is_at_least_two():
+    with pytest.raises(ValueError, match="max_files_per_partition"):
+        Compaction(max_files_per_partition=1)
+
+
 def test_max_bytes_per_run_caps_the_plan_but_always_takes_one():
     parts = [_part(f"2026-11-{d}", 10, 10, size=40 * MB) for d in (18, 19, 20)]  # 400MB each
     plan = decide(_health(*parts), POLICY, NOW)
