@@ -7,7 +7,8 @@ reader metadata, memory and CPU. Writes bench/results/steady-<rate>-<date>.{json
     .venv/bin/python -m bench.steady --peers spark-delta delta-rs spark-iceberg
 
 The run: a fresh topic and bucket; table files (a temp conf dir) partition by hour of event_time with a policy
-sized for this scale (small files below half of 32MB, a per-run byte budget, short retention windows). Before the
+sized for this scale (small files below half of 32MB, a per-run byte budget, the live partition compacted past
+60 files, short retention windows; the Delta table's removed-file floor lowered to match). Before the
 load, --history bursts of sample events with event times over the past two days make a few dozen settled
 partitions of small files, as a day of running leaves behind. Airflow (AIRFLOW_HOME in the temp dir, the repo's
 dags/, a SQLite database, LocalExecutor with two task slots): api-server (execution API only), scheduler and
@@ -53,7 +54,9 @@ SAMPLE_S = 5  # memory and CPU samples
 NAMESPACE = "bench_steady"
 # Scaled so a settled hour partition of the history is over threshold and one run's budget takes a few of them.
 POLICY = {"compaction": {"target_file_size": "32MB", "min_small_files": 5, "small_file_ratio": 0.3,
-                         "max_bytes_per_run": "2MB", "hot_partition_window": "2m"},
+                         "max_bytes_per_run": "2MB", "hot_partition_window": "2m",
+                         # The live hour partition gains a file a second: compacted beside the stream past this.
+                         "max_files_per_partition": 60},
           "retention": {"retain": "10m", "min_retain": "1m", "orphan_older_than": "10m", "min_orphan_age": "1m",
                         "allow_short_windows": True}}
 
@@ -513,7 +516,11 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     s3_client(settings).create_bucket(Bucket=bucket)
     conf = work / "conf"
     tables = write_conf(conf, run_id, topic, bucket)
+    # The Delta table's own removed-file floor (7 days by default) would refuse the policy's short retention.
+    spark_conf = {**json.loads(os.environ.get("LAKELINE_SPARK_CONF") or "{}"),
+                  "spark.databricks.delta.properties.defaults.deletedFileRetentionDuration": "interval 1 minute"}
     env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse", "LAKELINE_CONF_DIR": str(conf),
+           "LAKELINE_SPARK_CONF": json.dumps(spark_conf),
            "LAKELINE_DAG_COMPACT_EVERY": str(args.compact_every), "LAKELINE_DAG_BACKUP_EVERY": str(args.backup_every),
            "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
                                                      os.environ.get("PYTHONPATH")) if p)}
