@@ -83,17 +83,73 @@ def statistics_columns(schema: "StructType") -> str | None:
     """The value of `delta.dataSkippingStatsColumns` for a new table: the declared record fields, which are the
     main table's columns before `_rescued_data` (ingest.transforms.table_schema's order). Lakeline's own columns
     after it (`_rescued_data`, key, headers, source coordinates, `_ingested_at`) get none: nobody filters by them,
-    and min/max over every row of a string column is a large share of a write's CPU. None (Delta's default, the
-    first 32 columns) for a table without `_rescued_data`, e.g. the dead-letter table."""
+    and min/max over every row of a string column is a large share of a write's CPU. Structs are listed by their
+    leaves, and only leaves Delta can skip on (Delta refuses the property when it names an array, a map or a
+    boolean, even inside a struct). None (Delta's default, the first 32 columns) for a table without record fields
+    it can skip on, e.g. the dead-letter table."""
     names = schema.fieldNames()
     if _RESCUED not in names or names.index(_RESCUED) == 0:
         return None
-    return ",".join(map(_stats_name, names[:names.index(_RESCUED)]))
+    record_fields = schema.fields[:names.index(_RESCUED)]
+    paths = [path for field in record_fields for path in _skippable((field.name,), field.dataType)]
+    return ",".join(map(_stats_path, paths)) or None
 
 
-def _stats_name(name: str) -> str:
-    """A column name as `delta.dataSkippingStatsColumns` lists it (back-quoted unless a plain identifier)."""
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
+def extended_statistics_columns(listed: str, schema: "StructType", added: list[tuple[str, ...]]) -> str:
+    """`listed` plus the leaves Delta can skip on of the fields evolution `added` (paths in `schema`, the table's
+    schema after it) to record columns: a new top-level column, or a field inside a column already listed."""
+    listed_tops = {_top_name(name) for name in listed.split(",")}
+    have = {name.lower() for name in listed.split(",")}
+    new: list[str] = []
+    for path in added:
+        if len(path) > 1 and path[0].lower() not in listed_tops:
+            continue
+        for leaf in map(_stats_path, _skippable_at(schema, path)):
+            if leaf.lower() not in have:
+                have.add(leaf.lower())
+                new.append(leaf)
+    return ",".join([listed, *new])
+
+
+def _skippable(path: tuple[str, ...], data_type: "DataType") -> list[tuple[str, ...]]:
+    """The leaf paths under `path` that Delta collects statistics on (its SkippingEligibleDataType)."""
+    from pyspark.sql.types import DateType, NumericType, StringType, StructType, TimestampNTZType, TimestampType
+
+    if isinstance(data_type, StructType):
+        return [leaf for field in data_type.fields for leaf in _skippable((*path, field.name), field.dataType)]
+    eligible = isinstance(data_type, NumericType | StringType | DateType | TimestampType | TimestampNTZType)
+    return [path] if eligible else []
+
+
+def _skippable_at(schema: "StructType", path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """`_skippable` of the field at `path` through struct fields (none inside an array or a map)."""
+    from pyspark.sql.types import StructType
+
+    data_type, names = schema, []
+    for part in path:
+        if not isinstance(data_type, StructType):
+            return []
+        field = next((f for f in data_type.fields if f.name.lower() == part.lower()), None)
+        if field is None:
+            return []
+        data_type, names = field.dataType, [*names, field.name]
+    return _skippable(tuple(names), data_type)
+
+
+def _stats_path(path: tuple[str, ...]) -> str:
+    """A (nested) column as `delta.dataSkippingStatsColumns` lists it: dotted, each name back-quoted unless a
+    plain identifier."""
+    return ".".join(name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
+                    for name in path)
+
+
+def _top_name(listed: str) -> str:
+    """The top-level column of one listed path, unquoted and lower case."""
+    listed = listed.strip()
+    if listed.startswith("`"):
+        match = re.match(r"`((?:[^`]|``)*)`", listed)
+        return (match.group(1).replace("``", "`") if match else listed).lower()
+    return listed.split(".", 1)[0].lower()
 
 
 def delta_rs_uri(location: str) -> str:
@@ -379,18 +435,21 @@ class DeltaLakeTable(LakeTable):
         return f"{self.location}/_delta_log"
 
     def evolve(self, changes) -> None:
-        """The format-neutral evolution, then the added top-level columns join the table's statistics columns when
-        Lakeline set them at creation (a second commit: a crash in between leaves a column without statistics,
-        which only costs a reader's pruning). A field added inside a struct is covered by the struct's name."""
+        """The format-neutral evolution, then the added fields join the table's statistics columns when Lakeline
+        set them at creation (a second commit: a crash in between leaves a field without statistics, which only
+        costs a reader's pruning)."""
+        from pyspark.sql.types import StructType
+
         super().evolve(changes)
-        configuration = self.snapshot().metadata().configuration()
+        snapshot = self.snapshot()
+        configuration = snapshot.metadata().configuration()
         if not configuration.contains(STATS_COLUMNS_KEY):
             return
         listed = str(configuration.apply(STATS_COLUMNS_KEY))
-        have = {name.strip().strip("`").lower() for name in listed.split(",")}
-        added = [c.path[0] for c in changes if c.kind == "add" and len(c.path) == 1 and c.path[0].lower() not in have]
-        if added:
-            value = ",".join([listed, *map(_stats_name, added)]).replace("\\", "\\\\").replace("'", "\\'")
+        schema = StructType.fromJson(json.loads(snapshot.schema().json()))
+        value = extended_statistics_columns(listed, schema, [tuple(c.path) for c in changes if c.kind == "add"])
+        if value != listed:
+            value = value.replace("\\", "\\\\").replace("'", "\\'")
             self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('{STATS_COLUMNS_KEY}' = '{value}')")
 
     def widen(self, column: str, data_type: "DataType") -> None:
