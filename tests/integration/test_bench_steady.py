@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 # 786 s, failed: no compaction ran. Each compaction run decides as of its data interval end, and the runs started
 # minutes late (4 Spark tasks in sequence, 2 Airflow slots shared with the 1-minute backups), so the history
 # written after that end counted as hot; and the Delta table's retention (retain 10m) was refused by the table's
-# own deletedFileRetentionDuration floor.
+# own deletedFileRetentionDuration floor. Since then the bench's policy compacts the live partition past
+# max_files_per_partition and its Delta table's floor is lowered; not run again yet.
 @pytest.mark.soak
 @pytest.mark.timeout(1500)
 def test_quick_steady_state_compacts_beside_the_stream_through_the_real_scheduler_and_stays_exact(stack_env,
