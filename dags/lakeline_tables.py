@@ -1,8 +1,9 @@
 """Airflow DAGs for every maintained table declared in conf/tables/*.yaml (adding a file adds its DAGs):
 
 - lakeline_compact__<table>: hourly (LAKELINE_DAG_COMPACT_EVERY minutes), each run standing for the period that
-  ended. health -> decide (the policy's
-  plan, a dry run) -> compact (only when the plan selects partitions) -> health after. Partition-scoped by the
+  ended. decide (the table's health and the policy's plan, a dry run) -> compact (only when the plan selects
+  partitions; its result counts the files there after, the stream's included). Two Spark sessions at most per
+  run, so maintenance on a small box leaves the cores to the stream. Partition-scoped by the
   run's data interval: decisions are made as of its end (partitions written after it are hot), the partitions
   that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
@@ -63,12 +64,9 @@ def compact_dag(name: str, path: str):
          doc_md=f"Policy-driven compaction of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def compaction():
         @task
-        def health_before() -> dict:
-            return tasks.table_health(path, CONF_DIR, _as_of())
-
-        @task
-        def decide(_health: dict) -> dict:
+        def decide() -> dict:
             plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True, interval=_interval())
+            print(tasks.health_line(plan.get("health") or {}))
             print(f"decision for interval {plan.get('interval')}: {len(plan.get('partitions', []))} partition(s) to "
                   f"compact ({plan.get('from_interval', 0)} went quiet in the interval, {plan.get('backlog', 0)} "
                   f"backlog, {plan.get('hot_over_bound', 0)} hot over max_files_per_partition), "
@@ -83,14 +81,8 @@ def compact_dag(name: str, path: str):
         def compact(_plan: dict) -> dict:
             return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False, interval=_interval())
 
-        @task
-        def health_after(_result: dict) -> dict:
-            return tasks.table_health(path, CONF_DIR, _as_of())
-
-        plan = decide(health_before())
-        result = compact(plan)
-        needed(plan) >> result
-        health_after(result)
+        plan = decide()
+        needed(plan) >> compact(plan)
 
     return compaction()
 

@@ -21,7 +21,7 @@ from ingest.errors import CommitConflict
 from ingest.formats import LakeTable, format_for
 from ingest.formats.table_maintenance import Layout
 from ingest.retry import retrying
-from maintenance.health import collect_health, open_table
+from maintenance.health import collect_health, health_json, open_table
 from maintenance.policy import MaintainedTable, decide, format_size, settled_range
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class CompactionResult:
     from_interval: int = 0
     backlog: int = 0
     hot_over_bound: int = 0  # chosen although the stream writes them: over max_files_per_partition
+    health: dict | None = None  # the table as measured for the plan (maintenance.health.health_json)
+    table_files_now: int | None = None  # live files in the whole table counted after the run
 
     @property
     def files_before(self) -> int:
@@ -135,7 +137,7 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
                               interval=None if interval is None else [
                                   interval[0].isoformat() if interval[0] else None, interval[1].isoformat()],
                               from_interval=plan.from_interval, backlog=plan.backlog,
-                              hot_over_bound=plan.hot_over_bound)
+                              hot_over_bound=plan.hot_over_bound, health=health_json(health))
     if interval is not None:
         low, high = settled_range(interval, table.policy.compaction)
         log.info(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
@@ -169,7 +171,9 @@ def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
         tidied = _with_retries(lake.maintenance.tidy_metadata, "rewrite_manifests", classify, sleep)[0]
         result.manifests_rewritten = tidied or 0
     if result.partitions:
-        count_after(result.partitions, _counts_now(lake))
+        counts = _counts_now(lake)
+        count_after(result.partitions, counts)
+        result.table_files_now = None if counts is None else sum(counts.values())
     result.seconds = time.monotonic() - started
     return result
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ingest.errors import ConfigError, ExitCode, TaskFailed
+from maintenance.policy import format_size
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -182,9 +183,15 @@ def freshness(pipeline: str, as_of: datetime) -> CommandResult:
                         allowed_codes=(ExitCode.OK, ExitCode.STALE))
 
 
-def table_health(table: str, conf_dir: str | Path, as_of: str) -> dict:
-    return run_lakeline(["health", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--output",
-                         "json"]).output
+def health_line(health: dict) -> str:
+    """The table as the decide task measured it (the `health` of `lakeline compact --output json`), in one line."""
+    if not health:
+        return "health: not measured"
+    since = health.get("seconds_since_last_compaction")
+    return (f"health: {health.get('files', 0)} files in {len(health.get('partitions', []))} partition(s), "
+            f"{health.get('small_files', 0)} small, {format_size(health.get('bytes', 0))}; "
+            f"{health.get('versions', 0)} versions, metadata {format_size(health.get('metadata_bytes', 0))}; "
+            f"last compaction {'never' if since is None else f'{since / 60:.0f} min ago'}")
 
 
 def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool,

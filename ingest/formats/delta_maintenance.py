@@ -3,6 +3,7 @@ retention. delta-spark and pyspark are imported inside the methods: they need a 
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -22,6 +23,12 @@ _INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\
 _UNIT = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
 DEFAULT_DELETED_RETENTION = timedelta(weeks=1)
 DELETED_RETENTION_KEY = "delta.deletedFileRetentionDuration"
+
+
+def vacuum_hours(interval: timedelta) -> int:
+    """The whole hours VACUUM is given for `interval`, rounded up: Delta rounds RETAIN to the nearest whole hour
+    (VacuumCommand's math.round), so 1h20m would keep only 1h of history and 10m would become 0."""
+    return math.ceil(interval.total_seconds() / 3600)
 
 
 def parse_interval(value: str | None) -> timedelta | None:
@@ -95,22 +102,24 @@ class DeltaMaintenance(TableMaintenance):
         from delta.tables import DeltaTable
 
         props = DeltaTable.forPath(self.spark, self.location).detail().select("properties").first()["properties"]
-        return (parse_interval((props or {}).get(DELETED_RETENTION_KEY)) or DEFAULT_DELETED_RETENTION,
-                DELETED_RETENTION_KEY)
+        floor = parse_interval((props or {}).get(DELETED_RETENTION_KEY))
+        return (DEFAULT_DELETED_RETENTION if floor is None else floor), DELETED_RETENTION_KEY
 
     def remove_expired(self, retain: timedelta, orphan_older_than: timedelta, now: datetime,
                        dry_run: bool) -> RetentionOutcome:
         """VACUUM deletes files no version within `retain` references, including orphans older than `retain`;
         Delta has a single interval for both, so the orphan interval used is max(retain, orphan_older_than)."""
-        interval = max(retain, orphan_older_than)
-        hours = interval.total_seconds() / 3600
+        asked = max(retain, orphan_older_than)
+        hours = vacuum_hours(asked)
         listed = [r[0] for r in self.spark.sql(
             f"VACUUM delta.`{self.location}` RETAIN {hours} HOURS DRY RUN").collect()]
         if not dry_run and listed:
             self.spark.sql(f"VACUUM delta.`{self.location}` RETAIN {hours} HOURS")
-        return RetentionOutcome(interval, files_deleted=listed, notes=[
-            f"Delta VACUUM uses one interval for unreferenced and orphan files: max(retain, orphan_older_than) = "
-            f"{hours:g}h"])
+        notes = [f"Delta VACUUM uses one interval for unreferenced and orphan files: max(retain, orphan_older_than) "
+                 f"= {asked.total_seconds() / 3600:g}h"]
+        if timedelta(hours=hours) != asked:
+            notes.append(f"Delta VACUUM keeps whole hours: applied as {hours}h (rounded up, never shorter)")
+        return RetentionOutcome(timedelta(hours=hours), files_deleted=listed, notes=notes)
 
     def replace_rows(self, frame: "DataFrame") -> None:
         (self.table.with_partition_values(frame).write.format("delta").mode("overwrite")

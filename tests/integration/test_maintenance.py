@@ -239,21 +239,27 @@ def test_retention_guards_and_orphans_of_a_killed_writer(fmt, conf_dir, settings
     orphan = _plant_orphan(spark, table, settings)
     name = orphan.rsplit("/", 1)[1]
     if fmt == "delta":
-        # VACUUM reads the wall clock, not `now`: give this table a 2 s floor (a dev/test table's
-        # allow_short_windows, and Delta's own property) and let 3 s pass.
+        # VACUUM reads the wall clock, not `now`: give this table no floor (a dev/test table's
+        # allow_short_windows, and Delta's own property); a zero window then takes every unreferenced file.
         location = collect_health(spark, table, settings).location
         spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES "
-                  "('delta.deletedFileRetentionDuration' = 'interval 2 seconds')")
-        time.sleep(3)  # the files must be older than the 2 s window by the wall clock VACUUM reads
+                  "('delta.deletedFileRetentionDuration' = 'interval 0 seconds')")
         # A longer window than the table's is honoured (Delta 4 would apply the table's 2 s instead).
         kept = retain(spark, table, settings, now, retain_override=timedelta(hours=168))
         assert kept.files_deleted == [] and _exists(spark, orphan)
-        short = table.policy.model_copy(update={"retention": table.policy.retention.model_copy(update={
-            "retain": "2s", "min_retain": "1s", "orphan_older_than": "2s", "min_orphan_age": "1s",
-            "allow_short_windows": True})})
-        short_table = type(table)(table.path, short, table.pipeline)
+        def windowed(window: str):
+            policy = table.policy.model_copy(update={"retention": table.policy.retention.model_copy(update={
+                "retain": window, "min_retain": "0s", "orphan_older_than": window, "min_orphan_age": "0s",
+                "allow_short_windows": True})})
+            return type(table)(table.path, policy, table.pipeline)
+
         spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")  # Delta's own 1 h floor
         try:
+            # VACUUM takes whole hours (Delta rounds to the nearest): a 2 s window goes as 1 h, never as 0.
+            rounded = retain(spark, windowed("2s"), settings, datetime.now(UTC))
+            assert rounded.orphan_older_than_hours == 1 and not any(f.endswith(name) for f in rounded.files_deleted)
+            assert any("applied as 1h" in n for n in rounded.notes), rounded.notes
+            short_table = windowed("0s")
             dry = retain(spark, short_table, settings, datetime.now(UTC))
             assert any(f.endswith(name) for f in dry.files_deleted) and _exists(spark, orphan)
             assert len(dry.files_deleted) >= replaced + 1, dry.files_deleted  # compaction's replaced files too

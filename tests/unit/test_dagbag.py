@@ -50,14 +50,14 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     assert expected <= set(result["dags"])
     assert result["tasks"]["lakeline_drill__orders_delta"] == ["prepare", "remove", "run_drill"]
     assert result["tasks"]["lakeline_checkpoint_backup__orders_delta"] == ["backup", "verify"]
-    assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "health_after",
-                                                                   "health_before", "needed"]
+    # at most two Spark sessions per compaction run: decide measures and plans, compact rewrites
+    assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
     # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
     pools = result["pools"]
     assert pools["lakeline_compact__orders_iceberg"]["compact"] == pools["lakeline_retain__orders_iceberg"][
         "retain"] == "lakeline_table__orders_iceberg" != pools["lakeline_compact__orders_delta"]["compact"]
-    assert pools["lakeline_compact__orders_iceberg"]["health_before"] == "default_pool"
+    assert pools["lakeline_compact__orders_iceberg"]["decide"] == "default_pool"
     # by default hourly compaction runs standing for the hour that ended, and backups every 15 minutes
     assert result["schedules"]["lakeline_compact__orders_delta"][:2] == ["0 * * * *", "1:00:00"]
     assert result["schedules"]["lakeline_checkpoint_backup__orders_delta"][2] == "0:15:00"

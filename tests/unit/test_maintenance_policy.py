@@ -251,3 +251,11 @@ def test_retention_guards_say_why_and_what_to_change():
     assert "delta.deletedFileRetentionDuration (168h)" in delta[0]
     orphan = retention_problems(policy, RetentionRequest(timedelta(hours=168), timedelta(hours=1)))
     assert "commit in flight" in orphan[0] and "at least 24h" in orphan[0]
+
+
+def test_delta_vacuum_is_given_whole_hours_rounded_up_never_a_shorter_window():
+    # Delta rounds VACUUM's RETAIN to the nearest whole hour: 1h20m would keep 1h, 10m would be 0 and refused.
+    from ingest.formats.delta_maintenance import vacuum_hours
+
+    assert [vacuum_hours(timedelta(minutes=m)) for m in (10, 60, 80, 90, 150)] == [1, 1, 2, 2, 3]
+    assert vacuum_hours(timedelta(days=7)) == 168

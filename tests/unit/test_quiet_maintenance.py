@@ -13,10 +13,13 @@ from maintenance.yielding import spark_defaults
 
 
 def test_maintenance_spark_gets_fewer_cores_on_a_local_master_and_a_cap_on_a_cluster_only_when_asked():
-    assert spark_defaults(Settings()) == {"spark.master": "local[1]"}
-    assert spark_defaults(Settings(spark_master="local[4]", maintenance_cores=2)) == {"spark.master": "local[2]"}
-    assert spark_defaults(Settings(spark_master="spark://h:7077")) == {}
-    assert spark_defaults(Settings(spark_master="spark://h:7077", maintenance_cores=3)) == {"spark.cores.max": "3"}
+    listing = "spark.sql.sources.parallelPartitionDiscovery.parallelism"  # VACUUM's folder listing tasks
+    assert spark_defaults(Settings()) == {"spark.master": "local[1]", listing: "8"}
+    assert spark_defaults(Settings(spark_master="local[4]", maintenance_cores=2)) == {"spark.master": "local[2]",
+                                                                                      listing: "16"}
+    assert spark_defaults(Settings(spark_master="spark://h:7077")) == {listing: "64"}
+    assert spark_defaults(Settings(spark_master="spark://h:7077", maintenance_cores=3)) == {"spark.cores.max": "3",
+                                                                                            listing: "24"}
 
 
 def test_defaults_reach_the_session_and_the_operators_spark_conf_still_wins(jars):
@@ -70,3 +73,15 @@ def test_airflow_tasks_start_their_command_niced():
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"],
                           capture_output=True, text=True, check=True, preexec_fn=niced(base + 4))
     assert int(done.stdout) == base + 4
+
+
+def test_the_decide_task_prints_the_measured_health_in_one_line():
+    from maintenance.tasks import health_line
+
+    health = {"files": 412, "partitions": [{}, {}, {}], "small_files": 400, "bytes": 3 * 1024 ** 2, "versions": 950,
+              "metadata_bytes": 2 * 1024 ** 2, "seconds_since_last_compaction": 600.0}
+    line = health_line(health)
+    assert line.startswith("health: 412 files in 3 partition(s), 400 small, ") and "950 versions" in line, line
+    assert line.endswith("last compaction 10 min ago"), line
+    assert health_line({**health, "seconds_since_last_compaction": None}).endswith("last compaction never")
+    assert health_line({}) == "health: not measured"
