@@ -185,12 +185,13 @@ class CommitTracker:
 
 
 # ---- processes: memory and CPU of a tree ---------------------------------------------------------------------
-def tree_usage(pids: list[int]) -> tuple[float, float]:
-    """(resident MB, CPU seconds) of the processes under `pids`, reaped children's CPU included."""
+def tree_usage(pids: list[int]) -> tuple[float, dict[tuple[int, float], float]]:
+    """(resident MB, CPU seconds so far per process) of the processes under `pids`, each keyed by (pid, start time)
+    and counting its reaped children."""
     import psutil
 
-    rss = cpu = 0.0
-    seen: set[int] = set()
+    rss = 0.0
+    cpu: dict[tuple[int, float], float] = {}
     for pid in pids:
         try:
             root = psutil.Process(pid)
@@ -198,16 +199,31 @@ def tree_usage(pids: list[int]) -> tuple[float, float]:
         except psutil.NoSuchProcess:
             continue
         for process in members:
-            if process.pid in seen:
-                continue
-            seen.add(process.pid)
             try:
+                key = (process.pid, process.create_time())
+                if key in cpu:
+                    continue
                 times = process.cpu_times()
                 rss += process.memory_info().rss
-                cpu += times.user + times.system + times.children_user + times.children_system
+                cpu[key] = times.user + times.system + times.children_user + times.children_system
             except psutil.NoSuchProcess:
                 continue
     return rss / 2**20, cpu
+
+
+class CpuTotal:
+    """CPU seconds a changing process tree has used, never going down: each sample adds what every process used
+    since the sample before (a new process from zero). Summing the tree's counters instead drops when a process
+    exits with its time (Airflow's task processes), which gave negative shares."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._last: dict[tuple[int, float], float] = {}
+
+    def add(self, per_process: dict[tuple[int, float], float]) -> float:
+        self.seconds += sum(max(0.0, used - self._last.get(key, 0.0)) for key, used in per_process.items())
+        self._last = per_process
+        return self.seconds
 
 
 def _signal_and_wait(process: subprocess.Popen, grace: float) -> None:
@@ -418,6 +434,7 @@ class Sampler:
     def __init__(self, trackers: dict[str, CommitTracker], groups: dict[str, list[int]]):
         self.trackers, self.groups = trackers, groups
         self.samples: list[dict] = []
+        self._cpu = {name: CpuTotal() for name in groups}
         self.layouts: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -428,8 +445,11 @@ class Sampler:
     def _run(self) -> None:
         next_layout = time.time()
         while not self._stop.wait(SAMPLE_S):
-            self.samples.append({"at_ms": int(time.time() * 1000),
-                                 **{name: tree_usage(pids) for name, pids in self.groups.items()}})
+            sample: dict = {"at_ms": int(time.time() * 1000)}
+            for name, pids in self.groups.items():
+                rss, per_process = tree_usage(pids)
+                sample[name] = (rss, self._cpu[name].add(per_process))
+            self.samples.append(sample)
             if time.time() >= next_layout:
                 next_layout += 60
                 for name, tracker in self.trackers.items():

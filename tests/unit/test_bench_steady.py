@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.steady import CommitTracker, _maintained, per_minute, summarise
+from bench.steady import CommitTracker, CpuTotal, _maintained, per_minute, summarise
 
 START = 1_800_000_000_000
 
@@ -45,3 +45,12 @@ def test_maintained_needs_a_successful_compact_and_retain_of_every_table():
             {"dag": "lakeline_compact__b", "task": "compact", "state": "success"},
             {"dag": "lakeline_retain__b", "task": "retain", "state": "failed"}]
     assert _maintained(runs, ["a"]) and not _maintained(runs, ["a", "b"])
+
+
+def test_cpu_of_a_tree_never_goes_down_when_a_process_exits_with_its_time():
+    total = CpuTotal()
+    assert total.add({(10, 1.0): 5.0, (11, 2.0): 3.0}) == 8.0
+    assert total.add({(10, 1.0): 6.0, (11, 2.0): 4.0}) == 10.0
+    # 11 exited (its 4 s gone from the tree), 12 started, and a new process reused pid 10
+    assert total.add({(10, 1.0): 6.5, (12, 3.0): 1.0}) == 11.5
+    assert total.add({(10, 9.0): 0.5, (12, 3.0): 1.0}) == 12.0
