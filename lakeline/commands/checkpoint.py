@@ -44,6 +44,7 @@ def register(sub) -> None:
 
 def run(args) -> ExitCode:
     from ingest.adapters.hadoop_fs import HadoopFS
+    from ingest.adapters.object_store import S3Files, is_s3_uri
     from ingest.formats import tables_for
     from ingest.checkpoint import HEARTBEAT_STALE_SECONDS
     from ingest.spark import build_spark
@@ -54,21 +55,31 @@ def run(args) -> ExitCode:
     out = output_of(args)
     from maintenance.yielding import yield_to_streams
 
-    # backup and verify run beside the stream (the DAG); restore and repair are an operator's, with the stream down
-    defaults = yield_to_streams(settings) if args.action in ("backup", "verify") else None
-    spark = build_spark(settings, f"lakeline-checkpoint-{args.action}", defaults=defaults)
-    fs = HadoopFS(spark)
     location, root = config.checkpoint_location(settings), config.backup_location(settings)
+    # backup and verify run beside the stream (the DAG); restore and repair are an operator's, with the stream down
+    beside_stream = args.action in ("backup", "verify")
+    defaults = yield_to_streams(settings) if beside_stream else None
+    known = _record_without_spark(config, settings) if beside_stream and is_s3_uri(location) \
+        and is_s3_uri(root) else None
+    if known is not None:
+        # Every few minutes beside the stream: on S3, with a table its format's library reads, no JVM at all.
+        fs = S3Files(settings)
 
-    def table_record():
-        from pyspark.errors import AnalysisException
+        def table_record():
+            return known[0]
+    else:
+        spark = build_spark(settings, f"lakeline-checkpoint-{args.action}", defaults=defaults)
+        fs = HadoopFS(spark)
 
-        if table_exists(config, settings) is False:
-            return None  # the pipeline has not run yet: nothing committed
-        try:
-            return tables_for(spark, config, settings)[0].last_commit()
-        except AnalysisException:  # table not created yet
-            return None
+        def table_record():
+            from pyspark.errors import AnalysisException
+
+            if table_exists(config, settings) is False:
+                return None  # the pipeline has not run yet: nothing committed
+            try:
+                return tables_for(spark, config, settings)[0].last_commit()
+            except AnalysisException:  # table not created yet
+                return None
 
     if args.action == "list":
         backups = checkpoints.list_backups(fs, root)
@@ -99,6 +110,27 @@ def run(args) -> ExitCode:
                f"restored backup {manifest.backup_id} (batch {manifest.last_committed_batch}, "
                f"{len(manifest.files)} files) to {location}")
     return ExitCode.OK
+
+
+def _record_without_spark(config, settings) -> tuple | None:
+    """(the pipeline's newest commit record in its main table, or None when nothing is committed yet), read by the
+    format's own library; None when only Spark can tell (an Iceberg JDBC catalog, table features the library
+    cannot read)."""
+    from ingest.errors import ReaderLockedOut
+    from ingest.formats import format_for
+    from maintenance.presence import table_exists
+
+    exists = table_exists(config, settings)
+    if exists is None:
+        return None
+    if not exists:
+        return (None,)
+    fmt = format_for(config.sink.format)
+    try:
+        newest = fmt.reader(fmt.ref(config, settings), settings).last_commit(config.pipeline)
+    except ReaderLockedOut:
+        return None
+    return (newest.record if newest else None,)
 
 
 def _repair(args, out, fs, location: str, table) -> ExitCode:

@@ -20,10 +20,15 @@ def _offsets(end: int) -> str:
     return 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"orders":{"0":%d}}\n' % end
 
 
-@pytest.fixture
-def checkpoint(tmp_path):
-    fs = LocalFS()
-    root = str(tmp_path / "ckpt")
+@pytest.fixture(params=["local", "s3"])
+def checkpoint(request, tmp_path):
+    """The same checkpoint on the local disk (LocalFS) and in S3 through boto3 (S3Files, what backup and verify
+    use beside the stream), moto in process."""
+    if request.param == "local":
+        fs, base = LocalFS(), str(tmp_path)
+    else:
+        fs, base = _s3_files(request), "s3a://lakeline-test/warehouse"
+    root = f"{base}/ckpt"
     fs.write_text(f"{root}/metadata", '{"id":"q1"}')
     fs.write_text(f"{root}/_lakeline/lineage", "L1\n")
     fs.write_text(f"{root}/sources/0/0", "v1\n")
@@ -33,7 +38,21 @@ def checkpoint(tmp_path):
         fs.write_text(f"{root}/commits/{batch}", 'v1\n{"nextBatchWatermarkMs":0}')
     fs.write_text(f"{root}/offsets/.4.abc.tmp", "partial")
     fs.write_text(f"{root}/{HEARTBEAT_FILE}", json.dumps({"at": datetime.now(UTC).isoformat()}))
-    return fs, root, str(tmp_path / "backups")
+    return fs, root, f"{base}/backups"
+
+
+def _s3_files(request):
+    import boto3
+    from moto import mock_aws
+
+    from ingest.adapters.object_store import S3Files
+
+    mock = mock_aws()
+    mock.start()
+    request.addfinalizer(mock.stop)
+    client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
+    client.create_bucket(Bucket="lakeline-test")
+    return S3Files(None, client=client)
 
 
 def record(end: int) -> CommitRecord:
@@ -98,7 +117,7 @@ def test_backup_before_any_commit_is_refused(tmp_path):
         backup(fs, f"{tmp_path}/c", f"{tmp_path}/b", "p", None, keep=1)
 
 
-def test_restore_refuses_while_running_then_restores_and_keeps_the_old_checkpoint(checkpoint, tmp_path):
+def test_restore_refuses_while_running_then_restores_and_keeps_the_old_checkpoint(checkpoint):
     fs, root, backups = checkpoint
     manifest = backup(fs, root, backups, "p", None, keep=3)
     fs.write_text(f"{root}/offsets/4", _offsets(500))
@@ -107,8 +126,9 @@ def test_restore_refuses_while_running_then_restores_and_keeps_the_old_checkpoin
     restore(fs, backups, manifest.backup_id, root, stale_after=60, force=True)
     assert fs.list_names(f"{root}/offsets") == ["0", "1", "2"]
     assert fs.read_text(f"{root}/_lakeline/lineage") == "L1\n"
-    aside = [p for p in tmp_path.iterdir() if p.name.startswith("ckpt.replaced-")]
-    assert len(aside) == 1 and (aside[0] / "offsets" / "4").exists()
+    parent = root.rsplit("/", 1)[0]
+    aside = [name for name in fs.list_names(parent) if name.startswith("ckpt.replaced-")]
+    assert len(aside) == 1 and fs.exists(f"{parent}/{aside[0]}/offsets/4")
 
 
 def test_restore_is_allowed_once_the_heartbeat_is_stale(checkpoint):
@@ -127,3 +147,19 @@ def test_restore_refuses_a_corrupt_backup(checkpoint):
     with pytest.raises(BackupError, match="failed verification"):
         restore(fs, backups, None, root, stale_after=0, force=True)
     assert fs.exists(f"{root}/offsets/3"), "the live checkpoint must be untouched when the backup is bad"
+
+
+def test_s3_files_treat_s3a_folder_markers_as_folders_and_missing_files_as_missing(request):
+    fs = _s3_files(request)
+    fs.s3.put_object(Bucket="lakeline-test", Key="c/offsets/", Body=b"")  # S3A's marker of an empty folder
+    fs.write_text("s3a://lakeline-test/c/offsets/0", "v1")
+    fs.write_text("s3a://lakeline-test/c/metadata", "{}")
+    assert fs.list_names("s3a://lakeline-test/c") == ["metadata", "offsets"]
+    assert fs.list_names("s3a://lakeline-test/c/offsets") == ["0"]
+    assert fs.list_files("s3a://lakeline-test/c") == ["metadata", "offsets/0"]
+    assert fs.exists("s3a://lakeline-test/c/offsets") and fs.exists("s3a://lakeline-test/c/metadata")
+    assert not fs.exists("s3a://lakeline-test/c/commits") and fs.list_names("s3a://lakeline-test/c/commits") == []
+    with pytest.raises(FileNotFoundError):
+        fs.read_bytes("s3a://lakeline-test/c/commits/0")
+    fs.delete("s3a://lakeline-test/c")
+    assert fs.s3.list_objects_v2(Bucket="lakeline-test").get("KeyCount") == 0
