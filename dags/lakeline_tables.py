@@ -2,8 +2,9 @@
 
 - lakeline_compact__<table>: hourly (LAKELINE_DAG_COMPACT_EVERY minutes), each run standing for the period that
   ended. decide (the table's health and the policy's plan, a dry run) -> compact (only when the plan selects
-  partitions; its result counts the files there after, the stream's included). Two Spark sessions at most per
-  run, so maintenance on a small box leaves the cores to the stream. Partition-scoped by the
+  partitions; its result counts the files there after, the stream's included). Only compact starts Spark (decide
+  measures through the table's own library where it can), so maintenance on a small box leaves the cores to the
+  stream. Partition-scoped by the
   run's data interval: decisions are made as of its end (partitions written after it are hot), the partitions
   that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under

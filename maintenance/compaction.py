@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ingest.errors import CommitConflict
 from ingest.formats import LakeTable, format_for
-from ingest.formats.table_maintenance import Layout
+from ingest.formats.table_maintenance import Layout, TableFiles
 from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, open_table
 from maintenance.policy import MaintainedTable, decide, format_size, settled_range
@@ -122,15 +122,17 @@ class CompactionResult:
                 f"{format_size(self.bytes_rewritten)} rewritten in {self.seconds:.1f}s ({mb_s:.1f} MB/s); {tail}")
 
 
-def compact(spark: "SparkSession", table: MaintainedTable, settings: "Settings", now: datetime,
+def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Settings", now: datetime,
             dry_run: bool = False, partitions: list[str] | None = None, include_hot: bool = False,
             interval: tuple[datetime | None, datetime] | None = None,
             sleep: Callable[[float], None] = time.sleep,
-            on_progress: Callable[[int, int, PartitionResult], None] | None = None) -> CompactionResult:
+            on_progress: Callable[[int, int, PartitionResult], None] | None = None,
+            measured: TableFiles | None = None) -> CompactionResult:
     """Compact the partitions the policy selects (or only `partitions`, or only those that settled in a
-    scheduler `interval`). `now` decides what is hot. `on_progress(done, total, partition)` after each partition."""
+    scheduler `interval`). `now` decides what is hot. `on_progress(done, total, partition)` after each partition.
+    A dry run given the table `measured` (maintenance.health.measure_without_spark) needs no Spark session."""
     started = time.monotonic()
-    health = collect_health(spark, table, settings, now)
+    health = collect_health(spark, table, settings, now, measured=measured)
     plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot, interval=interval)
     result = CompactionResult(table.name, table.format, dry_run,
                               skipped_by_policy=[asdict(s) for s in plan.skipped],

@@ -1,8 +1,10 @@
 """Measured table health: per partition file count, bytes, small files and size histogram, plus table-level
 versions/snapshots, log or metadata size, oldest retained version and time since the last compaction.
 
-The measuring is the table format's (`table.maintenance.measure`: Delta's snapshot files and `_delta_log`, Iceberg's
-metadata tables); this module groups it per partition. The decisions live in maintenance.policy.
+The measuring is the table format's: through Spark (`table.maintenance.measure`: Delta's snapshot files and
+`_delta_log`, Iceberg's metadata tables), or without a JVM through the format's own library where it can
+(`measure_without_spark`, what `lakeline health` and the compaction DAG's decide use); this module groups it per
+partition. The decisions live in maintenance.policy.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ingest.formats import LakeTable, format_for
+from ingest.formats.table_maintenance import TableFiles
 from maintenance.policy import MaintainedTable, PartitionHealth, TableHealth, format_size, size_histogram
 
 if TYPE_CHECKING:
@@ -48,10 +51,26 @@ def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedT
     return out
 
 
-def collect_health(spark: "SparkSession", table: MaintainedTable, settings: "Settings",
-                   now: datetime | None = None) -> TableHealth:
-    """Measure the table now (`now` only stamps the report)."""
-    measured = open_table(spark, table, settings).maintenance.measure()
+def measure_without_spark(table: MaintainedTable, settings: "Settings") -> TableFiles | None:
+    """The table measured by its format's own library (delta-rs, pyiceberg) and boto3, keyed as Spark keys it;
+    None when only Spark can (not on S3, an Iceberg JDBC catalog, table features the library cannot read)."""
+    from ingest.errors import ReaderLockedOut
+
+    uri = settings.iceberg_catalog_uri or ""
+    if table.format == "iceberg" and (not uri or uri.startswith("jdbc:")):
+        return None
+    fmt = format_for(table.format)
+    try:
+        return fmt.reader(table_ref(table, settings), settings).measure(table.partitioning)
+    except ReaderLockedOut:
+        return None
+
+
+def collect_health(spark: "SparkSession | None", table: MaintainedTable, settings: "Settings",
+                   now: datetime | None = None, measured: TableFiles | None = None) -> TableHealth:
+    """Measure the table now (`now` only stamps the report), or take what `measure_without_spark` measured."""
+    if measured is None:
+        measured = open_table(spark, table, settings).maintenance.measure()
     compaction = table.policy.compaction
     partitioning = table.partitioning
     return TableHealth(table.name, table.format, measured.location, [f.column for f in partitioning],

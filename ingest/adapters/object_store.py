@@ -71,6 +71,12 @@ class S3Files:
         return sorted(o["Key"][len(prefix):] for prefix, page in self._pages(path, delimiter=False)
                       for o in page.get("Contents", []) if not o["Key"].endswith("/"))
 
+    def list_status(self, path: str) -> list[tuple[str, int, int]]:
+        """(name, size, modification time ms) of the files directly in `path`; [] if there are none."""
+        return [(o["Key"][len(prefix):], int(o["Size"]), int(o["LastModified"].timestamp() * 1000))
+                for prefix, page in self._pages(path, delimiter=True) for o in page.get("Contents", [])
+                if not o["Key"].endswith("/")]
+
     def read_bytes(self, path: str) -> bytes:
         from botocore.exceptions import ClientError
 

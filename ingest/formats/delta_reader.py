@@ -6,6 +6,7 @@ with ingest.compatibility's explanation, not delta-rs' protocol error."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -14,15 +15,19 @@ from ingest.commits import CommitRecord
 from ingest.compatibility import check_readable
 from ingest.errors import ConfigError, ReaderLockedOut
 from ingest.formats import utc_from_millis
-from ingest.formats.table_reader import AsOf, TableCounts, TableReader, Version, fragments_dataset
+from ingest.formats.table_reader import (AsOf, TableCounts, TableReader, Version, fragments_dataset,
+                                         partition_text)
+from ingest.partitioning import partition_key
 
 if TYPE_CHECKING:
+    from ingest.formats.table_maintenance import TableFiles
     from ingest.settings import Settings
 
 # The reader ingest.compatibility knows these reads by: `lakeline query` and the notebook API are DuckDB over
 # delta-rs' Arrow dataset (the same features as delta-rs alone).
 READER = "duckdb-delta"
 _RECENT = 100  # history entries read first by last_commit(), before the whole log
+_COMMIT_FILE = re.compile(r"^\d{20}\.json$")  # not N.M.compacted.json or checkpoint files
 
 
 class DeltaTableReader(TableReader):
@@ -32,6 +37,7 @@ class DeltaTableReader(TableReader):
         from ingest.formats.delta import delta_rs_uri, delta_storage_options
 
         super().__init__(ref, f"delta:{ref}", hint, count_files)
+        self.settings = settings
         self.uri, self.options = delta_rs_uri(ref), delta_storage_options(settings)
         self._table = None
 
@@ -104,6 +110,15 @@ class DeltaTableReader(TableReader):
                 return found
         return None
 
+    def _newest(self, operation: str) -> datetime | None:
+        """When the newest commit of `operation` was made (the recent history first, then the whole log)."""
+        for limit in (_RECENT, None):
+            history = self._history(limit)
+            found = next((v.committed_at for v in history if v.operation == operation), None)
+            if found or limit is None or len(history) < limit:
+                return found
+        return None
+
     def counts(self, as_of: AsOf | None = None) -> TableCounts:
         import pyarrow as pa
 
@@ -111,6 +126,30 @@ class DeltaTableReader(TableReader):
         rows = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None]
         return TableCounts(None if None in rows else sum(rows), actions.num_rows,
                            sum(actions.column("size_bytes").to_pylist()))
+
+    def measure(self, partitioning: list) -> "TableFiles | None":
+        import pyarrow as pa
+
+        from ingest.adapters.object_store import S3Files, is_s3_uri
+        from ingest.formats.table_maintenance import TableFiles
+
+        if not is_s3_uri(self.ref):
+            return None
+        table = self.table()
+        actions = pa.table(table.get_add_actions(flatten=True))
+        columns = [field.column for field in partitioning]
+        values = [actions.column(f"partition.{column}").to_pylist() for column in columns]
+        times = actions.column("modification_time").cast(pa.int64()).to_pylist()  # epoch ms
+        sizes = actions.column("size_bytes").to_pylist()
+        files = [(partition_key([(column, partition_text(value[i]))
+                                 for column, value in zip(columns, values, strict=True)]),
+                  int(size), utc_from_millis(times[i])) for i, size in enumerate(sizes)]
+        log = S3Files(self.settings).list_status(f"{self.ref.rstrip('/')}/_delta_log")
+        commits = [modified for name, _, modified in log if _COMMIT_FILE.match(name)]
+        # A version's time in Delta's history is its commit file's modification time, as listed here.
+        optimized = self._newest("OPTIMIZE")
+        return TableFiles(self.ref.rstrip("/"), files, len(commits), table.version(),
+                          sum(size for _, size, _ in log), utc_from_millis(min(commits, default=None)), optimized)
 
     def _filesystem(self, table):
         from deltalake.fs import DeltaStorageHandler

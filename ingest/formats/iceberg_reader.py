@@ -5,16 +5,24 @@ reader instead (Lakeline's appends and compactions write none)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import ConfigError
 from ingest.formats import utc_from_millis
-from ingest.formats.table_reader import AsOf, TableCounts, TableReader, Version, fragments_dataset
+from ingest.formats.table_reader import (AsOf, TableCounts, TableReader, Version, fragments_dataset,
+                                         partition_text)
+from ingest.partitioning import partition_key
 
 if TYPE_CHECKING:
+    from ingest.formats.table_maintenance import TableFiles
     from ingest.settings import Settings
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """pyiceberg's metadata tables give UTC times without a zone."""
+    return None if moment is None else moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 class IcebergTableReader(TableReader):
@@ -101,6 +109,42 @@ class IcebergTableReader(TableReader):
         summary = snapshot.summary
         return TableCounts(int(summary.get("total-records") or 0), int(summary.get("total-data-files") or 0),
                            int(summary.get("total-files-size") or 0))
+
+    def measure(self, partitioning: list) -> "TableFiles | None":
+        from pyiceberg.table.snapshots import Operation
+
+        from ingest.adapters.object_store import S3Files, is_s3_uri
+        from ingest.formats.iceberg_manifests import UPKEEP_KEY
+        from ingest.formats.iceberg_maintenance import shown_value
+        from ingest.formats.table_maintenance import TableFiles
+
+        table = self.table()
+        location = table.location().rstrip("/")
+        if not is_s3_uri(location):
+            return None
+        names = [field.name for field in table.spec().fields]
+        if len(names) != len(partitioning):
+            return None  # Spark's measure explains the mismatch
+
+        def key(partition: dict | None) -> str:
+            return partition_key([(field.column, shown_value(field, partition_text((partition or {}).get(name))))
+                                  for name, field in zip(names, partitioning, strict=True)])
+
+        files = table.inspect.files()
+        data = [(key(row["partition"]), int(row["file_size_in_bytes"]))
+                for row in files.select(["content", "partition", "file_size_in_bytes"]).to_pylist()
+                if row["content"] == 0]
+        updated = {key(row.get("partition")): row["last_updated_at"]
+                   for row in table.inspect.partitions().to_pylist()}
+        snapshots = table.metadata.snapshots
+        replaced = [s.timestamp_ms for s in snapshots if s.summary is not None
+                    and s.summary.operation == Operation.REPLACE and UPKEEP_KEY not in s.summary.additional_properties]
+        metadata = S3Files(self.settings).list_status(f"{location}/metadata")
+        current = table.current_snapshot()
+        return TableFiles(location, [(p, size, _aware(updated.get(p))) for p, size in data], len(snapshots),
+                          current.snapshot_id if current else None, sum(size for _, size, _ in metadata),
+                          utc_from_millis(min((s.timestamp_ms for s in snapshots), default=None)),
+                          utc_from_millis(max(replaced, default=None)))
 
     # ---- scans -----------------------------------------------------------------------------------------------
     def dataset(self, as_of: AsOf | None = None):

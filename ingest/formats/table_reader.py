@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import pyarrow
     import pyarrow.dataset
 
+    from ingest.formats.table_maintenance import TableFiles
+
 AsOf = int | datetime  # a Delta version / Iceberg snapshot id, or a moment (the state current then)
 
 
@@ -49,6 +51,20 @@ class TableCounts:
     rows: int | None
     files: int
     bytes: int
+
+
+def partition_text(value) -> str | None:
+    """A partition value as Spark shows it as text (Delta's partitionValues, Iceberg's partition cast to string):
+    dates and times in ISO form with a space, booleans in lower case."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None).isoformat(sep=" ")
+    if hasattr(value, "isoformat"):  # a date
+        return value.isoformat()
+    return str(value)
 
 
 def parse_as_of(text: str) -> AsOf:
@@ -103,6 +119,12 @@ class TableReader(ABC):
     @abstractmethod
     def counts(self, as_of: AsOf | None = None) -> TableCounts:
         """Rows, files and bytes from the metadata, without scanning data."""
+
+    @abstractmethod
+    def measure(self, partitioning: list) -> "TableFiles | None":
+        """The table's live data files per partition and its version history, as `TableMaintenance.measure` gives
+        them through Spark (the same partition keys, sizes and times), or None when only Spark can tell (a
+        table not on S3). `partitioning`: the pipeline's declared fields (ingest.partitioning)."""
 
     @abstractmethod
     def features(self) -> set[str]:

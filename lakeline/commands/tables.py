@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -86,7 +87,8 @@ def _interval(args) -> tuple[datetime | None, datetime] | None:
 
 
 def _open(args):
-    """(table, settings, spark, now, interval) of a maintenance command."""
+    """(table, settings, session, now, interval) of a maintenance command; `session()` starts its Spark on first
+    use (health and dry runs measure without it where the table's own library can)."""
     from ingest.settings import load_settings
     from ingest.spark import build_spark
     from maintenance.policy import load_table
@@ -103,8 +105,13 @@ def _open(args):
                           "or the past")
     from maintenance.yielding import yield_to_streams
 
-    spark = build_spark(settings, f"lakeline-{args.command}-{table.name}", defaults=yield_to_streams(settings))
-    return table, settings, spark, now, interval
+    defaults = yield_to_streams(settings)
+
+    @functools.cache
+    def session():
+        return build_spark(settings, f"lakeline-{args.command}-{table.name}", defaults=defaults)
+
+    return table, settings, session, now, interval
 
 
 def _each(table, settings) -> list:
@@ -142,14 +149,15 @@ def _missing(table, settings):
 
 def run_health(args) -> ExitCode:
     from lakeline import render
-    from maintenance.health import collect_health, health_json, plot_sizes
+    from maintenance.health import collect_health, health_json, measure_without_spark, plot_sizes
 
-    table, settings, spark, now, _ = _open(args)
+    table, settings, session, now, _ = _open(args)
     out = output_of(args)
     results = []
     for one in _each(table, settings):
         with _missing(one, settings):
-            health = collect_health(spark, one, settings, now)
+            measured = measure_without_spark(one, settings)
+            health = collect_health(None if measured else session(), one, settings, now, measured=measured)
         data = health_json(health)
         if args.save_sizes:
             data["file_sizes"] = health.file_sizes
@@ -169,14 +177,18 @@ def run_health(args) -> ExitCode:
 def run_compact(args) -> ExitCode:
     from maintenance import metrics
     from maintenance.compaction import compact
+    from maintenance.health import measure_without_spark
 
-    table, settings, spark, now, interval = _open(args)
+    table, settings, session, now, interval = _open(args)
     out = output_of(args)
     results = []
     for one in _each(table, settings):
         with _missing(one, settings), out.progress(f"compacting {one.name}") as advance:
-            result = compact(spark, one, settings, now, dry_run=args.dry_run, partitions=args.partitions,
-                             include_hot=args.include_hot, interval=interval, on_progress=advance)
+            # A dry run (the DAG's decide) measures without a JVM where it can; a real run rewrites with Spark.
+            measured = measure_without_spark(one, settings) if args.dry_run else None
+            result = compact(None if measured else session(), one, settings, now, dry_run=args.dry_run,
+                             partitions=args.partitions, include_hot=args.include_hot, interval=interval,
+                             on_progress=advance, measured=measured)
         if not args.dry_run:
             metrics.report(settings, "compaction", {"table": one.name}, metrics.compaction_figures(result))
         results.append((result.to_json(), result.summary))
@@ -189,12 +201,12 @@ def run_retain(args) -> ExitCode:
     from maintenance.policy import parse_duration
     from maintenance.retention import retain
 
-    table, settings, spark, now, _ = _open(args)
+    table, settings, session, now, _ = _open(args)
     out = output_of(args)
     results = []
     for one in _each(table, settings):
         with _missing(one, settings):
-            result = retain(spark, one, settings, now, dry_run=not args.delete,
+            result = retain(session(), one, settings, now, dry_run=not args.delete,
                             retain_override=parse_duration(args.retain) if args.retain else None,
                             orphan_override=parse_duration(args.orphan_older_than) if args.orphan_older_than
                             else None)

@@ -24,7 +24,7 @@ from ingest.pipeline import Pipeline
 from ingest.produce import produce
 from ingest.reconcile import reconcile
 from maintenance.compaction import compact
-from maintenance.health import collect_health, plot_sizes, table_ref
+from maintenance.health import collect_health, measure_without_spark, open_table, plot_sizes, table_ref
 from ingest.errors import RetentionRefused
 from maintenance.policy import load_table
 from maintenance.retention import retain
@@ -149,6 +149,16 @@ def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spa
     assert after.files < before.files
     assert all(p.files == 1 for p in after.partitions if p.partition in compacted)
     assert after.last_compaction_at is not None
+    # Measured without a JVM (delta-rs / pyiceberg and boto3: what `lakeline health` and the DAG's decide use),
+    # the table is what Spark measures: the same partition keys, sizes, file times and history.
+    by_spark = open_table(spark, table, settings).maintenance.measure()
+    light = measure_without_spark(table, settings)
+    assert light is not None and sorted(light.files) == sorted(by_spark.files)
+    assert (light.location, light.versions, light.current_version, light.metadata_bytes) == \
+        (by_spark.location, by_spark.versions, by_spark.current_version, by_spark.metadata_bytes)
+    # Delta's history shows commit times from the log files' listing (Spark) or the commit's own clock (delta-rs)
+    assert abs((light.oldest_version_at - by_spark.oldest_version_at).total_seconds()) <= 1
+    assert abs((light.last_compaction_at - by_spark.last_compaction_at).total_seconds()) <= 5
     assert _answer(spark, table, settings) == answer
     assert _analyst_rows(config, settings) == analyst
     plot = tmp_path / "sizes.png"

@@ -50,7 +50,7 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     assert expected <= set(result["dags"])
     assert result["tasks"]["lakeline_drill__orders_delta"] == ["prepare", "remove", "run_drill"]
     assert result["tasks"]["lakeline_checkpoint_backup__orders_delta"] == ["backup", "verify"]
-    # at most two Spark sessions per compaction run: decide measures and plans, compact rewrites
+    # decide measures and plans (no JVM where the table's library reads it), compact rewrites with Spark
     assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
     # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
