@@ -138,7 +138,9 @@ class DeltaTableReader(TableReader):
         table = self.table()
         actions = pa.table(table.get_add_actions(flatten=True))
         columns = [field.column for field in partitioning]
-        values = [actions.column(f"partition.{column}").to_pylist() for column in columns]
+        if actions.num_rows and any(f"partition.{column}" not in actions.column_names for column in columns):
+            return None  # not partitioned as declared: Spark's measure says how
+        values = [actions.column(f"partition.{column}").to_pylist() if actions.num_rows else [] for column in columns]
         times = actions.column("modification_time").cast(pa.int64()).to_pylist()  # epoch ms
         sizes = actions.column("size_bytes").to_pylist()
         files = [(partition_key([(column, partition_text(value[i]))
