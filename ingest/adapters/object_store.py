@@ -124,9 +124,7 @@ class S3Files:
     def delete(self, path: str) -> None:
         """The file at `path` and everything under it as a folder (nothing there is not an error)."""
         bucket, key = self._split(path)
-        keys = [key, *(f"{key}/{rel}" for rel in self.list_files(path))]
-        keys += [o["Key"] for prefix, page in self._pages(path, delimiter=False) for o in page.get("Contents", [])
-                 if o["Key"].endswith("/")]
+        keys = [key, *(o["Key"] for _, page in self._pages(path, delimiter=False) for o in page.get("Contents", []))]
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1,000 keys
             self.s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]],
                                                           "Quiet": True})

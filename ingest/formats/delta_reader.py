@@ -103,18 +103,13 @@ class DeltaTableReader(TableReader):
         return list(reversed(self._history()))
 
     def last_commit(self, pipeline: str) -> Version | None:
-        for limit in (_RECENT, None):
-            history = self._history(limit)
-            found = next((v for v in history if v.record and v.record.pipeline == pipeline), None)
-            if found or limit is None or len(history) < limit:
-                return found
-        return None
+        return self._newest(lambda v: v.record is not None and v.record.pipeline == pipeline)
 
-    def _newest(self, operation: str) -> datetime | None:
-        """When the newest commit of `operation` was made (the recent history first, then the whole log)."""
+    def _newest(self, wanted) -> Version | None:
+        """The newest version `wanted(version)` accepts: the recent history first, then the whole log."""
         for limit in (_RECENT, None):
             history = self._history(limit)
-            found = next((v.committed_at for v in history if v.operation == operation), None)
+            found = next((v for v in history if wanted(v)), None)
             if found or limit is None or len(history) < limit:
                 return found
         return None
@@ -149,9 +144,10 @@ class DeltaTableReader(TableReader):
         log = S3Files(self.settings).list_status(f"{self.ref.rstrip('/')}/_delta_log")
         commits = [modified for name, _, modified in log if _COMMIT_FILE.match(name)]
         # A version's time in Delta's history is its commit file's modification time, as listed here.
-        optimized = self._newest("OPTIMIZE")
+        optimized = self._newest(lambda v: v.operation == "OPTIMIZE")
         return TableFiles(self.ref.rstrip("/"), files, len(commits), table.version(),
-                          sum(size for _, size, _ in log), utc_from_millis(min(commits, default=None)), optimized)
+                          sum(size for _, size, _ in log), utc_from_millis(min(commits, default=None)),
+                          optimized.committed_at if optimized else None)
 
     def _filesystem(self, table):
         from deltalake.fs import DeltaStorageHandler
