@@ -23,6 +23,7 @@ Iceberg: manifests and metadata.json bytes), resident memory and CPU of the Lake
 and of Airflow's (its task processes included), compaction task runs and the stream's retried commits. At the
 end: the load stops, the application drains, `lakeline reconcile` checks both pipelines, dead letters = 0.
 Peers (--peers) run after Lakeline, one at a time, at the same rate and length, without maintenance.
+--no-maintenance runs Lakeline the same way without Airflow (the baseline: what the box gives the stream alone).
 """
 
 from __future__ import annotations
@@ -550,8 +551,10 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     app = load = sampler = None
     try:
         print(f"== Lakeline, Delta + Iceberg in one application, {args.rate:,} msg/s for {args.minutes} min; "
-              f"compaction every {args.compact_every} min, backups every {args.backup_every} min", flush=True)
-        airflow.start([table_pool(t["table"]) for t in tables.values()])
+              + ("no maintenance" if args.no_maintenance else f"compaction every {args.compact_every} min, backups "
+                 f"every {args.backup_every} min"), flush=True)
+        if not args.no_maintenance:
+            airflow.start([table_pool(t["table"]) for t in tables.values()])
         app = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest",
                                 *[a for t in tables.values() for a in ("--pipeline", str(t["pipeline"]))],
                                 "--events", str(events)], stdout=open(work / "lakeline.log", "w"),
@@ -574,17 +577,19 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         print(f"   {sent:,} history records in {args.history} bursts committed to both tables", flush=True)
         dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values() for kind in ("compact", "retain")] + \
             [f"lakeline_checkpoint_backup__{t['table']}" for t in tables.values()]
-        airflow.wait_parsed(dag_ids)
-        airflow.unpause(f"^lakeline_(compact|retain|checkpoint_backup)__steady_.*_{run_id}$")
-        groups = {"app": [app.pid], "airflow": airflow.pids()}
+        groups = {"app": [app.pid]}
+        if not args.no_maintenance:
+            airflow.wait_parsed(dag_ids)
+            airflow.unpause(f"^lakeline_(compact|retain|checkpoint_backup)__steady_.*_{run_id}$")
+            groups["airflow"] = airflow.pids()
         sampler = Sampler(trackers, groups)
         load = Load(topic, args.rate, args.minutes * 60)
         for tracker in trackers.values():
             tracker.read_from_ms = int(load.start_s * 1000)
         load.start()
         sampler.start()
-        print(f"   Airflow running (DAGs unpaused); load from {datetime.fromtimestamp(load.start_s, UTC):%H:%M:%S}",
-              flush=True)
+        print(("   no maintenance" if args.no_maintenance else "   Airflow running (DAGs unpaused)")
+              + f"; load from {datetime.fromtimestamp(load.start_s, UTC):%H:%M:%S}", flush=True)
         while load._thread.is_alive():
             app_alive()
             airflow.check_alive()
@@ -594,12 +599,12 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         _wait(lambda: all((t.poll(), t.records >= expected)[1] for t in trackers.values()),
               "the application to drain", 600, app_alive)
         sampler.stop()
-        if args.wait_maintenance:
+        if args.wait_maintenance and not args.no_maintenance:
             names = [t["table"] for t in tables.values()]
             print("   drained; waiting for a compaction and a retention of each table", flush=True)
             _wait(lambda: _maintained(airflow.task_runs(), names), "a compaction and a retention of each table",
                   args.wait_maintenance * 60, lambda: (app_alive(), airflow.check_alive()))
-        maintenance = airflow.task_runs()
+        maintenance = [] if args.no_maintenance else airflow.task_runs()
     finally:
         if load is not None:
             load.kill()
@@ -617,6 +622,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     failed = [e for e in all_events if isinstance(e, PipelineFailed)]
     minutes = args.minutes
     result = {"system": "lakeline", "rate": args.rate, "minutes": minutes, "history_records": sent,
+              "maintenance": "none" if args.no_maintenance else "airflow",
               "sent": expected, "schedule_start_ms": window["schedule_start_ms"],
               "producer_worst_behind_s": window["producer_worst_behind_s"],
               "compact_every_min": args.compact_every, "backup_every_min": args.backup_every,
@@ -708,7 +714,10 @@ def markdown(results: list[dict]) -> str:
         for fmt, table in result["tables"].items():
             s = table["summary"]
             out.append(f"### {result['system']} into {fmt} ({table['table']})\n")
-            if result["system"] == "lakeline":
+            if result["system"] == "lakeline" and result.get("maintenance") == "none":
+                out.append(f"No maintenance. Stream commits retried {table['stream_commit_retries']}, lost batches "
+                           f"{result['lost_batches']}; reconcile {table['reconcile']}.\n")
+            elif result["system"] == "lakeline":
                 out.append(f"Compactions {table['compactions']} (failed {table['compactions_failed']}, retried "
                            f"{table['compaction_retries']}), retentions {table['retentions']}, checkpoint backups "
                            f"verified {table['backups']}, stream commits retried {table['stream_commit_retries']}, "
@@ -784,6 +793,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="after the drain, wait up to MIN minutes for a compaction and a retention of each table "
                              "(the quick mode: 15)")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=[], help="peers after Lakeline, no maintenance")
+    parser.add_argument("--no-maintenance", action="store_true",
+                        help="Lakeline without Airflow: the baseline the maintenance runs are read against")
     parser.add_argument("--quick", action="store_true", help="3 minutes, compaction and backups every minute, "
                                                              "nothing written unless --results-dir")
     parser.add_argument("--results-dir", help="write the results here instead of bench/results")
@@ -813,7 +824,8 @@ def main(argv: list[str] | None = None) -> int:
     lakeline = run_lakeline(args, settings, run_id, work)
     results = [lakeline] + [run_peer(system, args, settings, run_id, work) for system in args.peers]
     body = markdown(results)
-    doc = document(f"steady-{args.rate}", argv, results, module="steady", minutes=args.minutes,
+    name = f"steady-{args.rate}" + ("-no-maintenance" if args.no_maintenance else "")
+    doc = document(name, argv, results, module="steady", minutes=args.minutes,
                    compact_every_min=args.compact_every, backup_every_min=args.backup_every,
                    peers_maintenance="none: the peers have no maintenance of their own and ran without it")
     if args.output == "json":
@@ -825,11 +837,15 @@ def main(argv: list[str] | None = None) -> int:
             import bench.common
 
             bench.common.RESULTS = Path(args.results_dir)
-        stem = write(doc, f"Steady state at {args.rate:,} msg/s for {args.minutes} min with maintenance beside it",
-                     f"Lakeline: a Delta and an Iceberg pipeline in one application; the real Airflow scheduler "
-                     f"compacts every {args.compact_every} min (retention after each compaction) and backs the "
-                     f"checkpoints up every {args.backup_every} min. Peers: no maintenance. Latency per minute of "
-                     f"intended send time.\n\n![per minute]({result_name(doc)}.png)\n\n" + body)
+        maintained = ("without maintenance (the baseline)" if args.no_maintenance else
+                      "with maintenance beside it")
+        how = ("no Airflow, no maintenance" if args.no_maintenance else
+               f"the real Airflow scheduler compacts every {args.compact_every} min (retention after each "
+               f"compaction) and backs the checkpoints up every {args.backup_every} min")
+        stem = write(doc, f"Steady state at {args.rate:,} msg/s for {args.minutes} min {maintained}",
+                     f"Lakeline: a Delta and an Iceberg pipeline in one application; {how}. Peers: no maintenance. "
+                     f"Latency per minute of intended send time.\n\n![per minute]({result_name(doc)}.png)\n\n"
+                     + body)
         plot(Path(f"{stem}.png"), results)
     return 0 if all(r["exact"] for r in results) else 3
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.steady import CommitTracker, CpuTotal, _maintained, per_minute, summarise
+from bench.steady import CommitTracker, CpuTotal, _maintained, markdown, per_minute, summarise
 
 START = 1_800_000_000_000
 
@@ -54,3 +54,13 @@ def test_cpu_of_a_tree_never_goes_down_when_a_process_exits_with_its_time():
     # 11 exited (its 4 s gone from the tree), 12 started, and a new process reused pid 10
     assert total.add({(10, 1.0): 6.5, (12, 3.0): 1.0}) == 11.5
     assert total.add({(10, 9.0): 0.5, (12, 3.0): 1.0}) == 12.0
+
+
+def test_the_baseline_run_reads_as_one_without_maintenance():
+    rows = [{"minute": 1, "p50": 0.5, "p99": 1.0, "max_files_per_partition": 3, "app_rss_mb": 900}]
+    table = {"table": "t", "per_minute": rows, "summary": summarise(rows, "app"), "stream_commit_retries": 0,
+             "reconcile": {"exact": True}}
+    baseline = {"system": "lakeline", "maintenance": "none", "lost_batches": 0, "tables": {"delta": table}}
+    text = markdown([baseline])
+    assert "No maintenance. Stream commits retried 0, lost batches 0" in text and "Compactions" not in text
+    assert "| 1 | 0.5 | 1.0 | 3 | 900 |" in text
