@@ -39,6 +39,40 @@ RECORDS_PER_WRITE_TASK = 250_000
 ONE_TASK_BELOW = 50_000
 
 
+# The JVM's interruptions: a batch the query's stop interrupts fails with one of them.
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                 "java.nio.channels.ClosedByInterruptException")
+# py4j's wording and the interruption's class: what Spark's StreamExecution.PROXY_ERROR looks for.
+INTERRUPTED = "py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch (batch {batch_id}): {name}"
+
+
+class BatchInterrupted(Exception):
+    """A batch the query's stop interrupted (replayed on the next start, idempotently)."""
+
+
+def interruptions_kept_short(process: Callable[["DataFrame", int], None]) -> Callable[["DataFrame", int], None]:
+    """The foreachBatch body with an interrupted batch raised again as one line. Spark tells a stop's interruption
+    from a failure by matching the Python error's text with a regex (StreamExecution.PROXY_ERROR) whose
+    `(.|\\n)*` recurses once per character: the whole traceback of an interrupted table write (Python frames and the
+    Java stack, thousands of characters) overflowed the stream thread's stack, which then printed a
+    StackOverflowError a thousand lines long instead of stopping quietly."""
+
+    def run(batch: "DataFrame", batch_id: int) -> None:
+        from ingest.formats import java_raised
+
+        try:
+            process(batch, batch_id)
+            return
+        except Exception as exc:
+            name = next((n for n in INTERRUPTIONS if java_raised(exc, n)), None)
+            if name is None:
+                raise
+        # raised outside the except block: no chained traceback for py4j to send to Spark
+        raise BatchInterrupted(INTERRUPTED.format(batch_id=batch_id, name=name))
+
+    return run
+
+
 @dataclass
 class BatchReport:
     batch_id: int

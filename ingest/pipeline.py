@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ingest.batch import BatchCommitter, BatchReport
+from ingest.batch import BatchCommitter, BatchReport, interruptions_kept_short
 from ingest.checkpoint import HEARTBEAT_FILE, HEARTBEAT_SECONDS, StartPlan
 from ingest.config import PipelineConfig, parse_trigger
 from ingest.errors import DriverFenced, LakelineError
@@ -154,7 +154,8 @@ class Pipeline:
         self._committer.plan_evolved = self._committer.evolved
         source = source_stream(self.spark, self.config, self.settings, self._start.plan,
                                until_arrival=self._run_began if self._drains_to_idle else None)
-        writer = (self.decoded_stream(source).writeStream.foreachBatch(self._committer.process)
+        body = interruptions_kept_short(self._committer.process)
+        writer = (self.decoded_stream(source).writeStream.foreachBatch(body)
                   .option("checkpointLocation", self.config.checkpoint_location(self.settings))
                   .queryName(self.query_name))
         kind, seconds = self.trigger
