@@ -66,15 +66,15 @@ def run_lakeline(args: list[str], timeout: float | None = None,
     Raises TaskFailed for an exit code outside `allowed_codes`."""
     command = lakeline_command(args)
     from ingest.settings import child_env, load_settings
-    from maintenance.yielding import niced
+    from maintenance.yielding import yielding_child
 
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     nice = load_settings().maintenance_nice
     # Every task is maintenance beside the streams: the command starts at a lower priority, whichever process
-    # (python, or spark-submit's JVM) comes first.
+    # (python, or spark-submit's JVM) comes first, in a session of its own (maintenance.yielding.yielding_child).
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               cwd=REPO_ROOT, preexec_fn=niced(nice) if nice else None)
+                               cwd=REPO_ROOT, preexec_fn=yielding_child(nice) if nice else None)
     tail: list[str] = []
 
     def pump() -> None:
@@ -96,6 +96,9 @@ def run_lakeline(args: list[str], timeout: float | None = None,
         process.kill()
         process.wait(30)
         raise TaskFailed(f"`lakeline {' '.join(args)}` did not finish within {timeout:.0f}s") from None
+    except BaseException:  # the task stopped (Airflow's SIGTERM): its command, in a session of its own, with it
+        process.terminate()
+        raise
     for reader in readers:
         reader.join(30)
     stdout = "".join(chunks)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,17 +30,55 @@ def lower_priority(nice: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-def niced(nice: int):
-    """A Popen `preexec_fn` that starts the child at niceness `nice` or lower priority (nothing but system calls:
-    it runs between fork and exec)."""
+AUTOGROUP = "/proc/self/autogroup"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
-    def lower() -> None:
+
+def _prctl():
+    """libc's prctl, looked up before a fork (None where there is none)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def yielding_child(nice: int):
+    """A Popen `preexec_fn` for a maintenance command started by a task: the child runs in a session of its own at
+    niceness `nice` (never raising its priority), that session's autogroup at `nice` too, and it gets SIGTERM when
+    the task process that started it dies.
+
+    Linux with autogroup scheduling (the default on most distributions) shares the CPU between sessions first and
+    ranks by niceness only within one: a niced command in the Airflow scheduler's session still takes as much CPU
+    as a stream in another session. Its own session's autogroup at `nice` weighs it as a niced process against
+    every other session; the session is its own, so the scheduler's priority is left alone. Nothing but system
+    calls runs here (between fork and exec)."""
+    prctl, parent = _prctl(), os.getpid()
+
+    def start() -> None:
+        os.setsid()
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent:  # the task died before the line above: nobody waits for this command
+                os._exit(1)
         try:
             os.setpriority(os.PRIO_PROCESS, 0, max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
         except OSError:
             pass
+        try:
+            fd = os.open(AUTOGROUP, os.O_WRONLY)
+        except OSError:  # no autogroup scheduling in this kernel: the niceness above is what ranks it
+            return
+        try:
+            os.write(fd, str(nice).encode())
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
-    return lower
+    return start
 
 
 # Delta's VACUUM lists the table's folders in this many Spark tasks (Spark's default, 10,000, is sized for big

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+
+import psutil
 
 from ingest.settings import Settings
 from ingest.spark import is_jvm_noise, spark_conf
@@ -66,13 +69,39 @@ def test_jvm_start_up_notices_are_dropped_and_everything_else_passes():
     assert not is_jvm_noise(b"WARNING: An illegal reflective access operation has occurred\n")
 
 
-def test_airflow_tasks_start_their_command_niced():
-    from maintenance.yielding import niced
+def test_airflow_tasks_start_their_command_niced_in_a_session_of_its_own():
+    from maintenance.yielding import AUTOGROUP, yielding_child
 
-    base = os.getpriority(os.PRIO_PROCESS, 0)
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"],
-                          capture_output=True, text=True, check=True, preexec_fn=niced(base + 4))
-    assert int(done.stdout) == base + 4
+    asked = min(os.getpriority(os.PRIO_PROCESS, 0) + 4, 19)  # this run may be niced already
+    probe = ("import os, pathlib; p = pathlib.Path('/proc/self/autogroup'); "
+             "print(os.getsid(0) == os.getpid(), os.getpriority(os.PRIO_PROCESS, 0), "
+             "p.read_text().split()[-1] if p.exists() else 'none')")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          preexec_fn=yielding_child(asked))
+    own_session, niceness, group_nice = done.stdout.split()
+    assert own_session == "True" and int(niceness) == asked
+    # with autogroup scheduling, the session's own weight is lowered too: what ranks it against a stream's session
+    assert group_nice == (str(asked) if os.path.exists(AUTOGROUP) else "none")
+
+
+def test_a_tasks_command_ends_when_the_task_process_dies(tmp_path):
+    """The command is out of the task's process group, so Airflow's kill of the task's group misses it: it goes
+    when the task process goes, kill -9 included."""
+    pid_file = tmp_path / "command.pid"
+    task = ("import subprocess, sys, time; from maintenance.yielding import yielding_child; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], "
+            "preexec_fn=yielding_child(5)); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", task], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline and parent.poll() is None, "the task never started its command"
+        time.sleep(0.1)
+    command = psutil.Process(int(pid_file.read_text()))
+    parent.kill()
+    parent.wait(30)
+    command.wait(30)  # psutil.TimeoutExpired while it still runs
+    assert not command.is_running()
 
 
 def test_the_decide_task_prints_the_measured_health_in_one_line():
