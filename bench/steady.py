@@ -22,6 +22,10 @@ from each commit's own data files as it lands, before compaction rewrites them),
 Iceberg: manifests and metadata.json bytes), resident memory and CPU of the Lakeline application's processes
 and of Airflow's (its task processes included), compaction task runs and the stream's retried commits. At the
 end: the load stops, the application drains, `lakeline reconcile` checks both pipelines, dead letters = 0.
+The start after a long day (not in --quick; --no-restart skips it): the application is killed -9 under
+RESTART_LOAD_S of load at the run's rate and started again at once, twice: after the history bursts, on fresh
+tables and before Airflow starts, and after the run with Airflow stopped, on the run's history (its thousands of
+commits, compacted and expired); per table, seconds from the kill to its first new commit, and the ratio.
 Peers (--peers) run after Lakeline, one at a time, at the same rate and length, without maintenance.
 --no-maintenance runs Lakeline the same way without Airflow (the baseline: what the box gives the stream alone).
 """
@@ -52,6 +56,8 @@ from bench.common import document, result_name, write
 PEERS = ("spark-delta", "delta-rs", "spark-iceberg")
 SEGMENT_S = 60  # one bench.load process per minute of schedule, built while the previous one sends
 SAMPLE_S = 5  # memory and CPU samples
+RESTART_LOAD_S = 120  # the load around a restart measurement (at the run's rate): the kill, then the new commits
+RESTART_KILL_AT_S = 20
 NAMESPACE = "bench_steady"
 # Scaled so a settled hour partition of the history is over threshold and one run's budget takes a few of them.
 POLICY = {"compaction": {"target_file_size": "32MB", "min_small_files": 5, "small_file_ratio": 0.3,
@@ -496,6 +502,18 @@ def per_minute(start_ms: int, minutes: int, tracker: CommitTracker, layouts: lis
     return rows
 
 
+def restart_ratios(restarts: dict[str, dict]) -> dict:
+    """{format: {fresh: figures, after_run: figures, ratio: after_run / fresh seconds}} from the restarts made."""
+    out: dict[str, dict] = {}
+    for when, per_table in restarts.items():
+        for fmt, figures in per_table.items():
+            out.setdefault(fmt, {})[when] = figures
+    for figures in out.values():
+        if "fresh" in figures and "after_run" in figures:
+            figures["ratio"] = round(figures["after_run"]["recovery_s"] / figures["fresh"]["recovery_s"], 2)
+    return out
+
+
 def summarise(rows: list[dict], group: str) -> dict:
     p50 = [r["p50"] for r in rows if r.get("p50") is not None]
     p99 = [r["p99"] for r in rows if r.get("p99") is not None]
@@ -524,6 +542,51 @@ def _wait(condition, what: str, timeout: float, alive=None) -> None:
         time.sleep(1)
 
 
+def first_commits(events: list, pipelines: dict[str, str], since: float) -> dict[str, float | None]:
+    """Per table: the time of the first batch with records that its pipeline committed after `since`, or None."""
+    from ingest.events import BatchCommitted
+
+    return {fmt: next((e.at for e in events if isinstance(e, BatchCommitted) and e.pipeline == name
+                       and e.rows + e.dead_letters and e.at > since), None) for fmt, name in pipelines.items()}
+
+
+def restart_under_load(app: subprocess.Popen, start_app, topic: str, rate: int, pipelines: dict[str, str],
+                       seed: int) -> tuple[dict, subprocess.Popen, int]:
+    """kill -9 the application RESTART_KILL_AT_S into RESTART_LOAD_S of load at `rate`, start it again at once and
+    wait for each table's first new commit. Returns ({format: seconds from the kill to that commit and where they
+    went}, the new application, the records sent)."""
+    from bench.latency import _restart_times
+    from bench.restart import kill_and_restart
+
+    load = Load(topic, rate, RESTART_LOAD_S, seed=seed)
+    load.start()
+    while time.time() < load.start_s + RESTART_KILL_AT_S:  # places the kill in the load; nothing waits on it
+        time.sleep(0.2)
+    restarted: dict = {}
+
+    def restart() -> subprocess.Popen:
+        restarted["app"], restarted["events"] = start_app()
+        return restarted["app"]
+
+    def all_committed(killed: float) -> float | None:
+        firsts = first_commits(_events(restarted["events"]), pipelines, killed) if restarted else {None: None}
+        return None if None in firsts.values() else max(firsts.values())
+
+    try:
+        _, killed, new = kill_and_restart(app, restart, all_committed)
+        sent = load.wait()["sent"]
+    except BaseException:
+        load.kill()
+        if restarted:
+            _signal_and_wait(restarted["app"], 60)
+        raise
+    events = _events(restarted["events"])
+    firsts = first_commits(events, pipelines, killed)
+    return ({fmt: {"recovery_s": round(firsts[fmt] - killed, 2),
+                   **_restart_times([e for e in events if e.pipeline == name], int(killed * 1000))}
+             for fmt, name in pipelines.items()}, new, sent)
+
+
 def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     from ingest.adapters.kafka_admin import KafkaAdmin
     from ingest.adapters.object_store import s3_client
@@ -545,27 +608,38 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
            "LAKELINE_DAG_COMPACT_EVERY": str(args.compact_every), "LAKELINE_DAG_BACKUP_EVERY": str(args.backup_every),
            "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
                                                      os.environ.get("PYTHONPATH")) if p)}
-    events = work / "lakeline.events.jsonl"
+    events_files: list[Path] = []  # one per start of the application
     trackers = {fmt: CommitTracker(fmt, t["location"], settings) for fmt, t in tables.items()}
     airflow = Airflow(work / "airflow", env)
     app = load = sampler = None
+    pipelines = {fmt: f"steady_{fmt}_{run_id}" for fmt in tables}  # write_conf's pipeline names
+    restarts: dict[str, dict] = {}
+
+    def start_app() -> tuple[subprocess.Popen, Path]:
+        name = "lakeline" + (f"-{len(events_files)}" if events_files else "")
+        events_files.append(work / f"{name}.events.jsonl")
+        return subprocess.Popen([sys.executable, "-m", "lakeline", "ingest",
+                                 *[a for t in tables.values() for a in ("--pipeline", str(t["pipeline"]))],
+                                 "--events", str(events_files[-1])], stdout=open(work / f"{name}.log", "w"),
+                                stderr=subprocess.STDOUT, start_new_session=True, env=env), events_files[-1]
+
+    def drained(want: int) -> None:
+        _wait(lambda: all((t.poll(), t.records >= want)[1] for t in trackers.values()), "the application to drain",
+              600, app_alive)
+
     try:
         print(f"== Lakeline, Delta + Iceberg in one application, {args.rate:,} msg/s for {args.minutes} min; "
               + ("no maintenance" if args.no_maintenance else f"compaction every {args.compact_every} min, backups "
                  f"every {args.backup_every} min"), flush=True)
-        if not args.no_maintenance:
-            airflow.start([table_pool(t["table"]) for t in tables.values()])
-        app = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest",
-                                *[a for t in tables.values() for a in ("--pipeline", str(t["pipeline"]))],
-                                "--events", str(events)], stdout=open(work / "lakeline.log", "w"),
-                               stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        app, _ = start_app()
 
         def app_alive() -> None:
             if app.poll() is not None:
-                raise RuntimeError(f"the application exited (see {work / 'lakeline.log'})")
+                log = str(events_files[-1]).replace(".events.jsonl", ".log")
+                raise RuntimeError(f"the application exited (see {log})")
 
-        _wait(lambda: sum(isinstance(e, RunStarted) for e in _events(events)) >= 2, "the application to start",
-              600, app_alive)
+        _wait(lambda: sum(isinstance(e, RunStarted) for e in _events(events_files[-1])) >= 2,
+              "the application to start", 600, app_alive)
         # History: settled partitions of small files, one burst per batch, as hours of running leave them.
         config = load_pipeline(tables["delta"]["pipeline"])
         sent = 0
@@ -575,6 +649,18 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
                 _wait(lambda t=tracker, want=sent: (t.poll(), t.records >= want)[1], "the history commits",
                       300, app_alive)
         print(f"   {sent:,} history records in {args.history} bursts committed to both tables", flush=True)
+        if not args.no_restart:  # the fresh figure: kill -9 and restart on tables with only those few commits
+            commits = {fmt: len(t.commit_times) for fmt, t in trackers.items()}
+            restarts["fresh"], app, restart_sent = restart_under_load(app, start_app, topic, args.rate, pipelines,
+                                                                       seed=500)
+            for fmt, figures in restarts["fresh"].items():
+                figures["table_commits"] = commits[fmt]
+            sent += restart_sent
+            drained(sent)
+            print("   restart on fresh tables: " + ", ".join(f"{fmt} {r['recovery_s']} s"
+                                                             for fmt, r in restarts["fresh"].items()), flush=True)
+        if not args.no_maintenance:
+            airflow.start([table_pool(t["table"]) for t in tables.values()])
         dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values() for kind in ("compact", "retain")] + \
             [f"lakeline_checkpoint_backup__{t['table']}" for t in tables.values()]
         groups = {"app": [app.pid]}
@@ -596,8 +682,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             time.sleep(5)
         window = load.wait()
         expected = sent + window["sent"]
-        _wait(lambda: all((t.poll(), t.records >= expected)[1] for t in trackers.values()),
-              "the application to drain", 600, app_alive)
+        drained(expected)
         sampler.stop()
         if args.wait_maintenance and not args.no_maintenance:
             names = [t["table"] for t in tables.values()]
@@ -605,6 +690,17 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             _wait(lambda: _maintained(airflow.task_runs(), names), "a compaction and a retention of each table",
                   args.wait_maintenance * 60, lambda: (app_alive(), airflow.check_alive()))
         maintenance = [] if args.no_maintenance else airflow.task_runs()
+        if not args.no_restart:  # the start after the run's day: its history, compacted and expired
+            airflow.stop()  # as quiet as the fresh restart, which ran before Airflow started
+            commits = {fmt: (t.poll(), len(t.commit_times))[1] for fmt, t in trackers.items()}
+            restarts["after_run"], app, restart_sent = restart_under_load(app, start_app, topic, args.rate,
+                                                                           pipelines, seed=900)
+            for fmt, figures in restarts["after_run"].items():
+                figures["table_commits"] = commits[fmt]
+            expected += restart_sent
+            drained(expected)
+            print("   restart after the run: " + ", ".join(f"{fmt} {r['recovery_s']} s"
+                                                          for fmt, r in restarts["after_run"].items()), flush=True)
     finally:
         if load is not None:
             load.kill()
@@ -617,7 +713,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
                                "--output", "json"], env=env, capture_output=True, text=True, timeout=900)
         report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {"error": done.stderr[-2000:]}
         reconciled[fmt] = report
-    all_events = _events(events)
+    all_events = [e for path in events_files for e in _events(path)]
     retried = [e for e in all_events if isinstance(e, CommitRetried)]
     failed = [e for e in all_events if isinstance(e, PipelineFailed)]
     minutes = args.minutes
@@ -629,7 +725,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
               "maintenance_runs": maintenance, "commit_retries": [{"table": e.table, "batch": e.batch_id,
                                                                    "error": e.error[:200], "at": e.at}
                                                                   for e in retried],
-              "lost_batches": len(failed), "tables": {}}
+              "lost_batches": len(failed), "restarts": restart_ratios(restarts), "tables": {}}
     for fmt, table in tables.items():
         ran = [m for m in maintenance if m["dag"].endswith(table["table"])]
         rows = per_minute(window["schedule_start_ms"], minutes, trackers[fmt], sampler.layouts, sampler.samples,
@@ -708,9 +804,30 @@ def run_peer(system: str, args, settings, run_id: str, work: Path) -> dict:
 
 
 # ---- results -------------------------------------------------------------------------------------------------
+RESTART_COLUMNS = {"table_commits": "table commits at the kill", "recovery_s": "kill -> first new commit s",
+                   "restart_to_plan_s": "kill -> plan s", "restart_spark_s": "Spark session s",
+                   "restart_read_s": "tables + checkpoint read s", "restart_first_batch_s": "first batch s"}
+
+
+def restart_markdown(restarts: dict) -> list[str]:
+    """The restart table: per format, fresh and after the run, and the ratio."""
+    out = ["### Restart after kill -9 under load\n",
+           "| format | tables | " + " | ".join(RESTART_COLUMNS.values()) + " | ratio to fresh |",
+           "| --- | --- | " + " | ".join("---:" for _ in RESTART_COLUMNS) + " | ---: |"]
+    for fmt, figures in restarts.items():
+        for when in ("fresh", "after_run"):
+            if when in figures:
+                ratio = figures.get("ratio", "") if when == "after_run" else "1.00"
+                out.append(f"| {fmt} | {when.replace('_', ' ')} | "
+                           + " | ".join(str(figures[when].get(k, "")) for k in RESTART_COLUMNS) + f" | {ratio} |")
+    return out + [""]
+
+
 def markdown(results: list[dict]) -> str:
     out = []
     for result in results:
+        if result.get("restarts"):
+            out += restart_markdown(result["restarts"])
         for fmt, table in result["tables"].items():
             s = table["summary"]
             out.append(f"### {result['system']} into {fmt} ({table['table']})\n")
@@ -793,6 +910,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="after the drain, wait up to MIN minutes for a compaction and a retention of each table "
                              "(the quick mode: 15)")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=[], help="peers after Lakeline, no maintenance")
+    parser.add_argument("--no-restart", action="store_true",
+                        help="skip the two kill -9 restarts under load (before the run on fresh tables, after it on "
+                             "the run's history); the quick mode skips them")
     parser.add_argument("--no-maintenance", action="store_true",
                         help="Lakeline without Airflow: the baseline the maintenance runs are read against")
     parser.add_argument("--quick", action="store_true", help="3 minutes, compaction and backups every minute, "
@@ -804,6 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.minutes, args.compact_every, args.backup_every, args.history = 3, 1, 1, 5
         args.wait_maintenance = args.wait_maintenance or 15
+        args.no_restart = True
     from ingest.settings import compact_cron
 
     try:

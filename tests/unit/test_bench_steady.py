@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bench.steady import CommitTracker, CpuTotal, _maintained, markdown, per_minute, summarise
+from bench.steady import (CommitTracker, CpuTotal, _maintained, first_commits, markdown, per_minute,
+                          restart_ratios, summarise)
+from ingest.events import BatchCommitted, RunStarted
 
 START = 1_800_000_000_000
 
@@ -64,3 +66,24 @@ def test_the_baseline_run_reads_as_one_without_maintenance():
     text = markdown([baseline])
     assert "No maintenance. Stream commits retried 0, lost batches 0" in text and "Compactions" not in text
     assert "| 1 | 0.5 | 1.0 | 3 | 900 |" in text
+
+
+def test_a_restart_counts_from_the_kill_to_each_tables_first_batch_with_records():
+    events = [RunStarted(pipeline="d", at=101.0, action="resume", reason="", lineage="", spark_seconds=20.0,
+                         read_seconds=3.0),
+              BatchCommitted(pipeline="d", at=99.0, batch_id=7, rows=5, dead_letters=0),  # before the kill
+              BatchCommitted(pipeline="d", at=110.0, batch_id=8, rows=0, dead_letters=0),  # empty: not a commit
+              BatchCommitted(pipeline="d", at=130.0, batch_id=9, rows=40, dead_letters=0),
+              BatchCommitted(pipeline="i", at=140.0, batch_id=3, rows=0, dead_letters=2)]
+    assert first_commits(events, {"delta": "d", "iceberg": "i"}, since=100.0) == {"delta": 130.0, "iceberg": 140.0}
+    assert first_commits(events[:4], {"delta": "d", "iceberg": "i"}, since=100.0)["iceberg"] is None
+
+
+def test_restart_ratio_is_the_day_against_fresh_and_is_printed():
+    restarts = restart_ratios({"fresh": {"delta": {"recovery_s": 40.0, "table_commits": 7}},
+                               "after_run": {"delta": {"recovery_s": 50.0, "table_commits": 1900}}})
+    assert restarts["delta"]["ratio"] == 1.25
+    text = markdown([{"system": "lakeline", "maintenance": "none", "lost_batches": 0, "restarts": restarts,
+                      "tables": {}}])
+    assert "| delta | fresh | 7 | 40.0 |" in text and "| delta | after run | 1900 | 50.0 |" in text
+    assert next(line for line in text.splitlines() if "after run" in line).endswith("| 1.25 |")
