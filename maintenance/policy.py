@@ -62,7 +62,8 @@ class Compaction(_Strict):
     max_bytes_per_run: str = "10GB"
     # Partitions whose newest data file is younger than this are being written by the stream: skipped ...
     hot_partition_window: str = "1h"
-    # ... unless they hold more files than this: the bound on files per partition while the stream writes it.
+    # ... unless they hold more files than this: the bound on files per partition while the stream writes it
+    # (compacted first in a run, outside max_bytes_per_run).
     # A compaction commit only replaces the files it read, so the stream's appends never conflict with it.
     max_files_per_partition: Annotated[int, Field(ge=2)] | None = None
     sort_by: list[str] = []
@@ -345,14 +346,18 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
            include_hot: bool = False, interval: tuple[datetime | None, datetime] | None = None) -> Plan:
     """Which partitions to compact: over threshold (enough small files and a high enough small share), newest
     first, skipping the hot partition (newest file younger than the hot window) unless `include_hot` or it holds
-    more than `max_files_per_partition` files, until `max_bytes_per_run` is used. `only` restricts the candidates
-    to those partitions: keys naming some or all of their columns (`event_date=2026-11-20` selects every bucket of
-    that day), or bare values for a table with one partition column.
+    more than `max_files_per_partition` files, until `max_bytes_per_run` is used. Partitions over
+    `max_files_per_partition` come first and outside the byte budget: the bound holds whatever else waits (a
+    budget spent on settled partitions first left the partition the stream writes growing without bound).
+    `only` restricts the candidates to those partitions: keys naming some or all of their columns
+    (`event_date=2026-11-20` selects every bucket of that day), or bare values for a table with one partition
+    column.
 
     With `interval` (a scheduler run's data interval; `now` is its end): the partitions that went quiet in it
-    (`settled_range`) come first, then the backlog, partitions that settled earlier and are still over threshold
+    (`settled_range`) come next, then the backlog, partitions that settled earlier and are still over threshold
     (left by an earlier run's byte budget, or by a run that never ran). Partitions still being written are hot
-    at `now`. So each run does its own interval's work first and nothing settled is ever left for good."""
+    at `now`. So each run keeps the bound, then does its own interval's work, and nothing settled is ever left
+    for good."""
     chosen: list[PartitionChoice] = []
     skipped: list[PartitionChoice] = []
     budget = compaction.max_bytes
@@ -366,8 +371,12 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
         own = {p.partition for p in ordered if p.newest_file_at is not None
                and (low is None or p.newest_file_at >= low) and p.newest_file_at < high}
         ordered = [p for p in ordered if p.partition in own] + [p for p in ordered if p.partition not in own]
+    if compaction.max_files_per_partition is not None:
+        ordered = [p for p in ordered if p.files > compaction.max_files_per_partition] + \
+            [p for p in ordered if p.files <= compaction.max_files_per_partition]
 
     live: set[str] = set()
+    bounded: set[str] = set()  # chosen over max_files_per_partition: outside the byte budget
 
     def record(part: PartitionHealth, action: str, reason: str) -> None:
         (chosen if action == "compact" else skipped).append(
@@ -391,10 +400,13 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             record(part, "skip", f"hot: newest file {age:.0f}s old < hot_partition_window "
                                  f"{compaction.hot_partition_window} (the stream is writing it)")
             continue
-        if used + part.bytes > budget and chosen:
-            record(part, "skip", f"max_bytes_per_run {compaction.max_bytes_per_run} reached")
-            continue
-        used += part.bytes
+        if not over_bound:
+            if used + part.bytes > budget and any(c.partition not in bounded for c in chosen):
+                record(part, "skip", f"max_bytes_per_run {compaction.max_bytes_per_run} reached")
+                continue
+            used += part.bytes
+        else:
+            bounded.add(part.partition)
         origin = "" if interval is None or hot else (", went quiet in this interval" if part.partition in own
                                                      else ", backlog from before this interval")
         bound = f", hot but over max_files_per_partition {compaction.max_files_per_partition}" if hot else ""
@@ -410,7 +422,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             skipped.append(PartitionChoice(missing, "skip", reason, 0, 0, 0))
     from_interval = sum(1 for c in chosen if c.partition in own)
     backlog = len(chosen) - from_interval - len(live) if interval else 0
-    return Plan(health.table, chosen, skipped, used, from_interval, backlog, len(live))
+    return Plan(health.table, chosen, skipped, sum(c.bytes for c in chosen), from_interval, backlog, len(live))
 
 
 def size_histogram(sizes: list[int], target: int) -> dict[str, int]:

@@ -152,9 +152,24 @@ def test_a_hot_partition_over_max_files_per_partition_is_compacted_beside_the_st
     start, end = NOW - timedelta(hours=1), NOW
     settled = _part("2026-11-20", 10, 10, age_hours=1.5)
     run = decide(_health(live, young, settled), bounded, end, interval=(start, end))
-    assert run.partitions == ["event_date=2026-11-20", "event_date=2026-11-22"]  # the interval's own work first
+    # the bound first, then the interval's own work
+    assert run.partitions == ["event_date=2026-11-22", "event_date=2026-11-20"]
     assert (run.from_interval, run.backlog, run.hot_over_bound) == (1, 0, 1)
-    assert "backlog" not in run.chosen[1].reason
+    assert "backlog" not in run.chosen[0].reason
+
+
+def test_the_bound_comes_first_and_outside_the_byte_budget():
+    """A budget spent on settled partitions first must not leave the partition the stream writes unbounded, and
+    a partition over the bound must not starve the settled ones either."""
+    bounded = Compaction(min_small_files=5, small_file_ratio=0.3, max_bytes_per_run="25MB",
+                         hot_partition_window="1h", max_files_per_partition=50)
+    live = _part("2026-11-22", 300, 300, age_hours=0.01)  # 300MB, far over the budget
+    settled = [_part(f"2026-11-{day}", 10, 10, age_hours=30) for day in (19, 20, 21)]  # 10MB each
+    plan = decide(_health(*settled, live), bounded, NOW)
+    assert plan.partitions == ["event_date=2026-11-22", "event_date=2026-11-21", "event_date=2026-11-20"]
+    assert plan.bytes_planned == 320 * MB  # all it rewrites, the bound's partition included
+    assert [s.partition for s in plan.skipped] == ["event_date=2026-11-19"]
+    assert "max_bytes_per_run 25MB reached" in plan.skipped[0].reason
 
 
 def test_max_files_per_partition_is_at_least_two():
