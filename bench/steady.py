@@ -459,6 +459,8 @@ class Sampler:
             self.samples.append(sample)
             if time.time() >= next_layout:
                 next_layout += 60
+                if "app" in self.groups:
+                    sample["app_heap"] = jvm_heap(self.groups["app"])
                 for name, tracker in self.trackers.items():
                     try:
                         tracker.poll()
@@ -471,6 +473,33 @@ class Sampler:
         self._thread.join(120)
         for tracker in self.trackers.values():
             tracker.poll()
+
+
+def parse_jstat_gc(text: str) -> dict[str, float]:
+    """`jstat -gc PID` (a header line and a value line, KB): the old generation's use and the committed heap, MB."""
+    header, values = (line.split() for line in text.strip().splitlines()[-2:])
+    kb = dict(zip(header, map(float, values), strict=True))
+    return {"old_used_mb": round(kb["OU"] / 1024, 1),
+            "heap_committed_mb": round(sum(kb[k] for k in ("S0C", "S1C", "EC", "OC")) / 1024, 1)}
+
+
+def jvm_heap(pids: list[int]) -> dict[str, float] | None:
+    """The heap of the first JVM under `pids`, from the jstat beside its java binary; None without one. Resident
+    memory grows while the JVM expands its heap towards -Xmx; the old generation's use is what a leak grows."""
+    import psutil
+
+    for pid in pids:
+        try:
+            members = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+            java = next((m for m in members if m.name() == "java"), None)
+            if java is None:
+                continue
+            done = subprocess.run([str(Path(java.exe()).with_name("jstat")), "-gc", str(java.pid)],
+                                  capture_output=True, text=True, timeout=20)
+            return parse_jstat_gc(done.stdout) if done.returncode == 0 else None
+        except (psutil.Error, OSError, subprocess.TimeoutExpired, ValueError, KeyError):
+            return None
+    return None
 
 
 def per_minute(start_ms: int, minutes: int, tracker: CommitTracker, layouts: list[dict], samples: list[dict],
@@ -498,6 +527,10 @@ def per_minute(start_ms: int, minutes: int, tracker: CommitTracker, layouts: lis
                 row[f"{group}_cpu_pct"] = round(100 * (window[-1][group][1] - start_cpu)
                                                 / max(1, (window[-1]["at_ms"] - (before[-1] if before else window[0])
                                                           ["at_ms"]) / 1000))
+            heaps = [s[f"{group}_heap"] for s in window if s.get(f"{group}_heap")]
+            if heaps:
+                row[f"{group}_old_gen_mb"] = heaps[-1]["old_used_mb"]
+                row[f"{group}_heap_committed_mb"] = heaps[-1]["heap_committed_mb"]
         rows.append(row)
     return rows
 
@@ -519,10 +552,13 @@ def summarise(rows: list[dict], group: str) -> dict:
     p99 = [r["p99"] for r in rows if r.get("p99") is not None]
     rss = [r.get(f"{group}_rss_mb") for r in rows if r.get(f"{group}_rss_mb")]
     from_minute = rss[4] if len(rss) > 5 else (rss[0] if rss else None)
+    old = [r.get(f"{group}_old_gen_mb") for r in rows if r.get(f"{group}_old_gen_mb")]
+    old_from = old[4] if len(old) > 5 else (old[0] if old else None)
     return {"worst_minute_p50": max(p50, default=None), "worst_minute_p99": max(p99, default=None),
             "p99_spread": round(max(p99) / statistics.median(p99), 2) if p99 else None,
             "max_files_per_partition": max((r.get("max_files_per_partition", 0) for r in rows), default=0),
             "rss_growth_pct": round(100 * (rss[-1] - from_minute) / from_minute, 1) if rss and from_minute else None,
+            "old_gen_growth_pct": round(100 * (old[-1] - old_from) / old_from, 1) if old and old_from else None,
             "minutes_p50_over_1s": sum(1 for v in p50 if v > 1.0)}
 
 
@@ -845,7 +881,8 @@ def markdown(results: list[dict]) -> str:
             out.append(f"Worst minute p50 {s['worst_minute_p50']} s, p99 {s['worst_minute_p99']} s; p99 spread "
                        f"(max / median minute) {s['p99_spread']}; minutes with p50 > 1 s: "
                        f"{s['minutes_p50_over_1s']}; max files per partition {s['max_files_per_partition']}; "
-                       f"memory growth minute 5 -> end {s['rss_growth_pct']} %.\n")
+                       f"memory growth minute 5 -> end {s['rss_growth_pct']} % (resident), "
+                       f"{s.get('old_gen_growth_pct')} % (the driver's old generation).\n")
             keys = [k for k in table["per_minute"][0] if k != "minute"] if table["per_minute"] else []
             out.append("| minute | " + " | ".join(keys) + " |")
             out.append("| ---: | " + " | ".join("---:" for _ in keys) + " |")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.steady import (CommitTracker, CpuTotal, _maintained, first_commits, markdown, per_minute,
-                          restart_ratios, summarise)
+from bench.steady import (CommitTracker, CpuTotal, _maintained, first_commits, markdown, parse_jstat_gc,
+                          per_minute, restart_ratios, summarise)
 from ingest.events import BatchCommitted, RunStarted
 
 START = 1_800_000_000_000
@@ -87,3 +87,21 @@ def test_restart_ratio_is_the_day_against_fresh_and_is_printed():
                       "tables": {}}])
     assert "| delta | fresh | 7 | 40.0 |" in text and "| delta | after run | 1900 | 50.0 |" in text
     assert next(line for line in text.splitlines() if "after run" in line).endswith("| 1.25 |")
+
+
+JSTAT = """    S0C         S1C         S0U         S1U          EC           EU           OC           OU          MC
+        0.0     16384.0         0.0     15872.0     693248.0     276480.0     455680.0     322484.0    62912.0
+"""
+
+
+def test_the_drivers_old_generation_is_read_apart_from_its_resident_memory():
+    heap = parse_jstat_gc(JSTAT)
+    assert heap == {"old_used_mb": 314.9, "heap_committed_mb": 1138.0}
+    samples = [{"at_ms": START + 5_000, "app": (2000.0, 1.0), "app_heap": None},
+               {"at_ms": START + 30_000, "app": (2100.0, 2.0), "app_heap": heap}]
+    [row] = per_minute(START, 1, _tracker([], []), [], samples, "delta", ["app"], [])
+    assert (row["app_old_gen_mb"], row["app_heap_committed_mb"]) == (314.9, 1138.0)
+    rows = [{"minute": m, "p50": 0.5, "p99": 1.0, "app_rss_mb": 1000 + 100 * m, "app_old_gen_mb": old}
+            for m, old in enumerate([300, 310, 305, 300, 300, 320, 300], start=1)]
+    summary = summarise(rows, "app")
+    assert summary["old_gen_growth_pct"] == 0.0 and summary["rss_growth_pct"] == 13.3
