@@ -309,6 +309,8 @@ class Airflow:
         self.cli("dags", "unpause", "--treat-dag-id-as-regex", "-y", pattern)
 
     def check_alive(self) -> None:
+        if not self.processes:  # not started (--no-maintenance) or stopped
+            return
         for process, command in zip(self.processes, self.COMMANDS, strict=True):
             if process.poll() is not None:
                 raise RuntimeError(f"airflow {command[0]} exited ({process.returncode}); see "

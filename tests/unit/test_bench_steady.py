@@ -105,3 +105,9 @@ def test_the_drivers_old_generation_is_read_apart_from_its_resident_memory():
             for m, old in enumerate([300, 310, 305, 300, 300, 320, 300], start=1)]
     summary = summarise(rows, "app")
     assert summary["old_gen_growth_pct"] == 0.0 and summary["rss_growth_pct"] == 13.3
+
+
+def test_an_airflow_never_started_is_not_a_dead_one(tmp_path):
+    from bench.steady import Airflow
+
+    Airflow(tmp_path, {}).check_alive()  # --no-maintenance: nothing to check
