@@ -665,6 +665,19 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         _wait(lambda: all((t.poll(), t.records >= want)[1] for t in trackers.values()), "the application to drain",
               600, app_alive)
 
+    def restart(when: str, label: str, seed: int, sent: int) -> int:
+        """kill -9 and restart the application under load (restart_under_load) and wait for both tables to hold
+        what was sent; the records sent so far."""
+        nonlocal app
+        commits = {fmt: (t.poll(), len(t.commit_times))[1] for fmt, t in trackers.items()}
+        restarts[when], app, restart_sent = restart_under_load(app, start_app, topic, args.rate, pipelines, seed)
+        for fmt, figures in restarts[when].items():
+            figures["table_commits"] = commits[fmt]
+        drained(sent + restart_sent)
+        print(f"   restart {label}: " + ", ".join(f"{fmt} {r['recovery_s']} s" for fmt, r in restarts[when].items()),
+              flush=True)
+        return sent + restart_sent
+
     try:
         print(f"== Lakeline, Delta + Iceberg in one application, {args.rate:,} msg/s for {args.minutes} min; "
               + ("no maintenance" if args.no_maintenance else f"compaction every {args.compact_every} min, backups "
@@ -688,15 +701,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
                       300, app_alive)
         print(f"   {sent:,} history records in {args.history} bursts committed to both tables", flush=True)
         if not args.no_restart:  # the fresh figure: kill -9 and restart on tables with only those few commits
-            commits = {fmt: len(t.commit_times) for fmt, t in trackers.items()}
-            restarts["fresh"], app, restart_sent = restart_under_load(app, start_app, topic, args.rate, pipelines,
-                                                                       seed=500)
-            for fmt, figures in restarts["fresh"].items():
-                figures["table_commits"] = commits[fmt]
-            sent += restart_sent
-            drained(sent)
-            print("   restart on fresh tables: " + ", ".join(f"{fmt} {r['recovery_s']} s"
-                                                             for fmt, r in restarts["fresh"].items()), flush=True)
+            sent = restart("fresh", "on fresh tables", 500, sent)
         if not args.no_maintenance:
             airflow.start([table_pool(t["table"]) for t in tables.values()])
         dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values() for kind in ("compact", "retain")] + \
@@ -730,15 +735,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         maintenance = [] if args.no_maintenance else airflow.task_runs()
         if not args.no_restart:  # the start after the run's day: its history, compacted and expired
             airflow.stop()  # as quiet as the fresh restart, which ran before Airflow started
-            commits = {fmt: (t.poll(), len(t.commit_times))[1] for fmt, t in trackers.items()}
-            restarts["after_run"], app, restart_sent = restart_under_load(app, start_app, topic, args.rate,
-                                                                           pipelines, seed=900)
-            for fmt, figures in restarts["after_run"].items():
-                figures["table_commits"] = commits[fmt]
-            expected += restart_sent
-            drained(expected)
-            print("   restart after the run: " + ", ".join(f"{fmt} {r['recovery_s']} s"
-                                                          for fmt, r in restarts["after_run"].items()), flush=True)
+            expected = restart("after_run", "after the run", 900, expected)
     finally:
         if load is not None:
             load.kill()
