@@ -127,10 +127,12 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
             interval: tuple[datetime | None, datetime] | None = None,
             sleep: Callable[[float], None] = time.sleep,
             on_progress: Callable[[int, int, PartitionResult], None] | None = None,
-            measured: TableFiles | None = None) -> CompactionResult:
+            measured: TableFiles | None = None,
+            start_spark: "Callable[[], SparkSession] | None" = None) -> CompactionResult:
     """Compact the partitions the policy selects (or only `partitions`, or only those that settled in a
     scheduler `interval`). `now` decides what is hot. `on_progress(done, total, partition)` after each partition.
-    A dry run given the table `measured` (maintenance.health.measure_without_spark) needs no Spark session."""
+    Given the table `measured` (maintenance.health.measure_without_spark), the plan needs no Spark: a dry run none
+    at all, and a real run starts it (`start_spark`, when `spark` is None) only when the plan rewrites something."""
     started = time.monotonic()
     health = collect_health(spark, table, settings, now, measured=measured)
     plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot, interval=interval)
@@ -153,9 +155,13 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
             result.partitions.append(PartitionResult(choice.partition, "planned", choice.reason, choice.files))
         result.seconds = time.monotonic() - started
         return result
+    if not plan.chosen:
+        result.seconds = time.monotonic() - started
+        return result
+    if spark is None and start_spark is not None:
+        spark = start_spark()
     lake = open_table(spark, table, settings)
-    if plan.chosen:
-        table.columns_check(lake.read().columns)
+    table.columns_check(lake.read().columns)
     compaction = table.policy.compaction
     layout = Layout(compaction.target_bytes, compaction.small_below, tuple(compaction.sort_by),
                     tuple(compaction.zorder_by))

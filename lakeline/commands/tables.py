@@ -184,11 +184,12 @@ def run_compact(args) -> ExitCode:
     results = []
     for one in _each(table, settings):
         with _missing(one, settings), out.progress(f"compacting {one.name}") as advance:
-            # A dry run (the DAG's decide) measures without a JVM where it can; a real run rewrites with Spark.
-            measured = measure_without_spark(one, settings) if args.dry_run else None
+            # The plan measures without a JVM where it can (under a stream, Spark's measure of a niced command
+            # took minutes); Spark starts for the rewrite only, when there is one.
+            measured = measure_without_spark(one, settings)
             result = compact(None if measured else session(), one, settings, now, dry_run=args.dry_run,
                              partitions=args.partitions, include_hot=args.include_hot, interval=interval,
-                             on_progress=advance, measured=measured)
+                             on_progress=advance, measured=measured, start_spark=session)
         if not args.dry_run:
             metrics.report(settings, "compaction", {"table": one.name}, metrics.compaction_figures(result))
         results.append((result.to_json(), result.summary))

@@ -1,9 +1,9 @@
 """Library logging as the driver JVM is configured (no stack, no Spark session): a commit conflict that Iceberg's
-task runner retries is one log line under Lakeline's log4j2 layers, S3A's lines about a lost conditional PUT
-(a transfer failure, then the stream's statistics) are not printed, and other warnings still are; everything
-again with LAKELINE_LIBRARY_LOGS=all. Runs Iceberg's real `Tasks` retry loop in a plain JVM (java/RetryOnce.java,
-the JDK's single-file launcher) with the log4j2 options `spark_conf` gives the driver. Measured 5-10 s (two
-JVMs)."""
+task runner retries is one log line under Lakeline's log4j2 layers, and so is a compaction commit that lost (the
+caller retries it); S3A's lines about a lost conditional PUT (a transfer failure, then the stream's statistics)
+are not printed, and other warnings still are; everything again with LAKELINE_LIBRARY_LOGS=all. Runs Iceberg's
+real `Tasks` retry loop in a plain JVM (java/RetryOnce.java, the JDK's single-file launcher) with the log4j2
+options `spark_conf` gives the driver. Measured 5-10 s (two JVMs)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def _retry_once(library_logs: str) -> subprocess.CompletedProcess:
 def test_a_retried_commit_conflict_is_one_line_unless_library_logs_are_asked_for():
     quiet = _retry_once("quiet")
     assert quiet.returncode == 0 and quiet.stdout.strip() == "committed after 2 attempts", quiet.stderr
-    [retried, other] = quiet.stderr.splitlines()
+    [retried, lost, other] = quiet.stderr.splitlines()
     assert "WARN Tasks: Retrying task after failure" in retried and "Cannot commit t: stale metadata" in retried
+    assert "ERROR RewriteDataFilesCommitManager: Cannot commit groups" in lost
     assert other.endswith("WARN ProcessingTimeExecutor: Current batch is falling behind.")
 
     everything = _retry_once("all")
@@ -46,5 +47,7 @@ def test_a_retried_commit_conflict_is_one_line_unless_library_logs_are_asked_for
     assert any("Retrying task after failure" in line for line in lines)
     assert "org.apache.iceberg.exceptions.CommitFailedException: Cannot commit t: stale metadata" in lines
     assert any(line.startswith("\tat org.apache.iceberg.util.Tasks") for line in lines)
+    assert "org.apache.iceberg.exceptions.CommitFailedException: Cannot commit t: metadata location has changed" \
+        in lines
     assert any("S3ABlockOutputStream: Transfer failure" in line for line in lines)
     assert any("S3AInstrumentation: Closing output stream statistics" in line for line in lines)
