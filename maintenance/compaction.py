@@ -1,11 +1,12 @@
-"""Policy-driven compaction: measure, decide (maintenance.policy.decide), then rewrite the chosen partitions one
-at a time, newest first.
+"""Policy-driven compaction: measure, decide (maintenance.policy.decide), then rewrite the chosen partitions in
+commits: each hot partition the stream writes (chosen because it is over max_files_per_partition) in a commit of
+its own, first; the settled partitions together, up to SETTLED_PER_COMMIT per commit.
 
-The rewrite is the table format's (`table.maintenance.rewrite_partition`): Delta OPTIMIZE (bin-pack, or ZORDER BY when
-configured), Iceberg rewrite_data_files (binpack / sort / zorder) with partial progress off, then its manifests
-(`tidy_metadata`). Each partition is one atomic commit: it lands whole or not at all. A commit conflict with the
-live stream is retried with backoff; when the attempts run out the partition is skipped with a warning and the run
-goes on.
+The rewrite is the table format's (`table.maintenance.rewrite_partitions`): Delta OPTIMIZE (bin-pack, or ZORDER BY
+when configured), Iceberg rewrite_data_files (binpack / sort / zorder) with partial progress off, then its manifests
+(`tidy_metadata`). Each commit is atomic: its partitions land whole or not at all. A commit conflict with the live
+stream is retried with backoff; when the attempts run out the commit's partitions are skipped with a warning and
+the run goes on.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ingest.formats import LakeTable, format_for
 from ingest.formats.table_maintenance import Layout, TableFiles
 from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, open_table
-from maintenance.policy import MaintainedTable, decide, format_size, settled_range
+from maintenance.policy import MaintainedTable, PartitionChoice, decide, format_size, settled_range
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,25 @@ if TYPE_CHECKING:
     from ingest.settings import Settings
 
 ATTEMPTS = 4
+# Beside a live stream each commit costs 10-30 s of fixed work whatever it rewrites (a Spark job, the table's state,
+# the commit and its conflict check), so a backlog of settled partitions of a few small files each took 20 minutes
+# one partition at a time. Bounded so the partition filter stays small.
+SETTLED_PER_COMMIT = 100
+
+
+@dataclass
+class CommitResult:
+    """One compaction commit: the partitions it covered and what it did, from the commit's own metrics (files the
+    stream added meanwhile are not in them)."""
+
+    partitions: list[str]
+    status: str  # compacted | skipped
+    reason: str
+    files_rewritten: int = 0  # files the commit removed
+    files_written: int = 0  # files the commit added
+    bytes_rewritten: int = 0
+    seconds: float = 0.0
+    attempts: int = 0
 
 
 @dataclass
@@ -44,12 +64,8 @@ class PartitionResult:
     status: str  # compacted | skipped | failed | planned
     reason: str
     files_before: int  # live files in the partition when the run measured it (the plan's count)
-    files_rewritten: int = 0  # files the compaction commit removed (the commit's own metrics)
-    files_written: int = 0  # files the compaction commit added
     files_now: int | None = None  # live files counted afresh after the run, the stream's new ones included
-    bytes_rewritten: int = 0
-    seconds: float = 0.0
-    attempts: int = 0
+    commit: int | None = None  # its commit: an index into CompactionResult.commits
 
 
 def files_added_meanwhile(before: int, rewritten: int, written: int, now: int | None) -> int | None:
@@ -64,6 +80,7 @@ class CompactionResult:
     format: str
     dry_run: bool
     partitions: list[PartitionResult] = field(default_factory=list)
+    commits: list[CommitResult] = field(default_factory=list)
     skipped_by_policy: list[dict] = field(default_factory=list)
     manifests_rewritten: int = 0
     seconds: float = 0.0
@@ -82,11 +99,11 @@ class CompactionResult:
 
     @property
     def files_rewritten(self) -> int:
-        return sum(p.files_rewritten for p in self.partitions)
+        return sum(c.files_rewritten for c in self.commits)
 
     @property
     def files_written(self) -> int:
-        return sum(p.files_written for p in self.partitions)
+        return sum(c.files_written for c in self.commits)
 
     @property
     def files_now(self) -> int | None:
@@ -95,7 +112,7 @@ class CompactionResult:
 
     @property
     def bytes_rewritten(self) -> int:
-        return sum(p.bytes_rewritten for p in self.partitions)
+        return sum(c.bytes_rewritten for c in self.commits)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -117,8 +134,10 @@ class CompactionResult:
         meanwhile = files_added_meanwhile(self.files_before, self.files_rewritten, self.files_written, now)
         added = f" ({meanwhile} added by the stream meanwhile)" if meanwhile is not None and meanwhile > 0 else ""
         counted = "not counted after the run" if now is None else f"{now} there now{added}"
-        return (f"{self.table}: compacted {len(done)} partition(s), rewrote {self.files_rewritten} files into "
-                f"{self.files_written}; files in them: {self.files_before} when planned, {counted}; "
+        commits = sum(1 for c in self.commits if c.status == "compacted")
+        return (f"{self.table}: compacted {len(done)} partition(s) in {commits} commit(s), rewrote "
+                f"{self.files_rewritten} files into {self.files_written}; files in them: {self.files_before} when "
+                f"planned, {counted}; "
                 f"{format_size(self.bytes_rewritten)} rewritten in {self.seconds:.1f}s ({mb_s:.1f} MB/s); {tail}")
 
 
@@ -166,15 +185,22 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
     layout = Layout(compaction.target_bytes, compaction.small_below, tuple(compaction.sort_by),
                     tuple(compaction.zorder_by))
     classify = format_for(table.format).classify
-    for index, choice in enumerate(plan.chosen, start=1):
-        part = _compact_partition(lake, layout, choice.partition, choice.files, classify, sleep)
-        result.partitions.append(part)
-        if on_progress is not None:
-            on_progress(index, len(plan.chosen), part)
-        log.info(f"  {index}/{len(plan.chosen)} {choice.partition or '(table)'}: {part.status}, "
-                 f"{part.files_rewritten} files rewritten into {part.files_written} ({part.files_before} when "
-                 f"planned), {format_size(part.bytes_rewritten)} in {part.seconds:.1f}s"
-                 f"{'' if part.status == 'compacted' else ' (' + part.reason + ')'}")
+    groups = commit_groups(plan.chosen, set(plan.hot))
+    done = 0
+    for number, group in enumerate(groups, start=1):
+        commit = _commit(lake, layout, [c.partition for c in group], classify, sleep)
+        result.commits.append(commit)
+        for choice in group:
+            part = PartitionResult(choice.partition, commit.status, commit.reason, choice.files,
+                                   commit=len(result.commits) - 1)
+            result.partitions.append(part)
+            done += 1
+            if on_progress is not None:
+                on_progress(done, len(plan.chosen), part)
+        log.info(f"  commit {number}/{len(groups)} ({_names(group)}): {commit.status}, {commit.files_rewritten} "
+                 f"files rewritten into {commit.files_written} ({sum(c.files for c in group)} when planned), "
+                 f"{format_size(commit.bytes_rewritten)} in {commit.seconds:.1f}s"
+                 f"{'' if commit.status == 'compacted' else ' (' + commit.reason + ')'}")
     if any(p.status == "compacted" for p in result.partitions):
         tidied = _with_retries(lake.maintenance.tidy_metadata, "rewrite_manifests", classify, sleep)[0]
         result.manifests_rewritten = tidied or 0
@@ -228,14 +254,28 @@ def _with_retries(action, what: str, classify, sleep) -> tuple[object | None, in
     raise AssertionError("unreachable")
 
 
-def _compact_partition(lake: LakeTable, layout: Layout, partition: str, files_before: int, classify,
-                       sleep) -> PartitionResult:
+def commit_groups(chosen: list[PartitionChoice], hot: set[str],
+                  per_commit: int = SETTLED_PER_COMMIT) -> list[list[PartitionChoice]]:
+    """The commits of a run, in the plan's order: each hot partition alone and first (it keeps the bound, and a
+    conflict with the stream retries it alone), then the settled ones, `per_commit` to a commit."""
+    settled = [c for c in chosen if c.partition not in hot]
+    return [[c] for c in chosen if c.partition in hot] + \
+        [settled[i:i + per_commit] for i in range(0, len(settled), per_commit)]
+
+
+def _names(group: list[PartitionChoice]) -> str:
+    first = group[0].partition or "(table)"
+    return first if len(group) == 1 else f"{first} and {len(group) - 1} more"
+
+
+def _commit(lake: LakeTable, layout: Layout, partitions: list[str], classify, sleep) -> CommitResult:
     started = time.monotonic()
-    outcome, attempts, error = _with_retries(lambda: lake.maintenance.rewrite_partition(partition or None, layout),
-                                             partition or lake.ref, classify, sleep)
+    chosen = None if partitions == [""] else partitions
+    outcome, attempts, error = _with_retries(lambda: lake.maintenance.rewrite_partitions(chosen, layout),
+                                             partitions[0] or lake.ref, classify, sleep)
     seconds = time.monotonic() - started
     if outcome is None:
-        return PartitionResult(partition, "skipped", error, files_before, seconds=seconds, attempts=attempts)
-    return PartitionResult(partition, "compacted", f"{outcome.files_removed} files rewritten into "
-                           f"{outcome.files_added}", files_before, outcome.files_removed, outcome.files_added,
-                           bytes_rewritten=outcome.bytes_rewritten, seconds=seconds, attempts=attempts)
+        return CommitResult(partitions, "skipped", error, seconds=seconds, attempts=attempts)
+    return CommitResult(partitions, "compacted", f"{outcome.files_removed} files rewritten into "
+                        f"{outcome.files_added}", outcome.files_removed, outcome.files_added,
+                        outcome.bytes_rewritten, seconds, attempts)

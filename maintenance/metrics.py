@@ -47,9 +47,8 @@ HELP = {
 
 def compaction_figures(result: "CompactionResult") -> dict[str, float]:
     done = [p for p in result.partitions if p.status == "compacted"]
-    figures = {"files_compacted": sum(p.files_rewritten for p in done),
-               "files_written": sum(p.files_written for p in done),
-               "bytes_rewritten": sum(p.bytes_rewritten for p in done), "partitions_compacted": len(done),
+    figures = {"files_compacted": result.files_rewritten, "files_written": result.files_written,
+               "bytes_rewritten": result.bytes_rewritten, "partitions_compacted": len(done),
                "partitions_failed": sum(p.status == "failed" for p in result.partitions), "seconds": result.seconds}
     now = [p.files_now for p in result.partitions]
     if now and None not in now:

@@ -324,12 +324,16 @@ class Plan:
     # With an interval: how many chosen partitions went quiet in it, and how many are backlog from before it.
     from_interval: int = 0
     backlog: int = 0
-    # Chosen although hot: over max_files_per_partition.
-    hot_over_bound: int = 0
+    # Chosen although hot (the stream writes them): over max_files_per_partition.
+    hot: list[str] = field(default_factory=list)
 
     @property
     def partitions(self) -> list[str]:
         return [c.partition for c in self.chosen]
+
+    @property
+    def hot_over_bound(self) -> int:
+        return len(self.hot)
 
 
 def settled_range(interval: tuple[datetime | None, datetime], compaction: Compaction
@@ -375,7 +379,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
         ordered = [p for p in ordered if p.files > compaction.max_files_per_partition] + \
             [p for p in ordered if p.files <= compaction.max_files_per_partition]
 
-    live: set[str] = set()
+    live: list[str] = []
     bounded: set[str] = set()  # chosen over max_files_per_partition: outside the byte budget
 
     def record(part: PartitionHealth, action: str, reason: str) -> None:
@@ -411,7 +415,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
                                                      else ", backlog from before this interval")
         bound = f", hot but over max_files_per_partition {compaction.max_files_per_partition}" if hot else ""
         if hot:
-            live.add(part.partition)
+            live.append(part.partition)
         record(part, "compact",
                f"{part.small_files}/{part.files} files small (ratio {part.small_ratio:.2f}){origin}{bound}")
     if wanted is not None:
@@ -422,7 +426,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             skipped.append(PartitionChoice(missing, "skip", reason, 0, 0, 0))
     from_interval = sum(1 for c in chosen if c.partition in own)
     backlog = len(chosen) - from_interval - len(live) if interval else 0
-    return Plan(health.table, chosen, skipped, sum(c.bytes for c in chosen), from_interval, backlog, len(live))
+    return Plan(health.table, chosen, skipped, sum(c.bytes for c in chosen), from_interval, backlog, live)
 
 
 def size_histogram(sizes: list[int], target: int) -> dict[str, int]:

@@ -14,6 +14,8 @@ from ingest.formats.table_maintenance import Layout, RetentionOutcome, Rewrite, 
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import DataFrame
 
     from ingest.formats.delta import DeltaLakeTable
@@ -81,16 +83,16 @@ class DeltaMaintenance(TableMaintenance):
         return {partition_key([(column, r[f"p{i}"]) for i, column in enumerate(columns)]): int(r["count"])
                 for r in files.select(*values).groupBy(*(f"p{i}" for i in range(len(columns)))).count().collect()}
 
-    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
+    def rewrite_partitions(self, partitions: "Sequence[str] | None", layout: Layout) -> Rewrite:
         from delta.tables import DeltaTable
 
         self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(layout.target_bytes))
         self.spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(layout.small_below))
         builder = DeltaTable.forPath(self.spark, self.location).optimize()
-        if partition:
-            builder = builder.where(" AND ".join(
+        if partitions:
+            builder = builder.where(" OR ".join("(" + " AND ".join(
                 f"`{column}` IS NULL" if value is None else f"`{column}` = {_sql_string(value)}"
-                for column, value in parse_key(partition)))
+                for column, value in parse_key(partition)) + ")" for partition in partitions))
         metrics = (builder.executeZOrderBy(*layout.zorder_by) if layout.zorder_by
                    else builder.executeCompaction()).select("metrics").first()["metrics"]
         return Rewrite(int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),

@@ -16,6 +16,8 @@ from ingest.formats.table_maintenance import Layout, RetentionOutcome, Rewrite, 
 from ingest.partitioning import parse_key, partition_key
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import DataFrame
 
     from ingest.formats.iceberg import IcebergLakeTable
@@ -121,8 +123,8 @@ class IcebergMaintenance(TableMaintenance):
         return {self._key(r): int(r["count"])
                 for r in files.groupBy(*(f"p{i}" for i in range(len(values)))).count().collect()}
 
-    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
-        """rewrite_data_files through Iceberg's action API, so one partition is chosen by its transform's value
+    def rewrite_partitions(self, partitions: "Sequence[str] | None", layout: Layout) -> Rewrite:
+        """rewrite_data_files through Iceberg's action API, so a partition is chosen by its transform's value
         (a bucket or truncate partition has no predicate on the source column that selects exactly it)."""
         spark = self.spark
         jvm = spark._jvm  # noqa: SLF001 - py4j
@@ -141,8 +143,12 @@ class IcebergMaintenance(TableMaintenance):
             action = action.sort(order.build())
         else:
             action = action.binPack()
-        if partition:
-            action = action.filter(self._partition_filter(partition))
+        if partitions:
+            expressions = jvm.org.apache.iceberg.expressions.Expressions
+            chosen = expressions.alwaysFalse()
+            for partition in partitions:
+                chosen = getattr(expressions, "or")(chosen, self._partition_filter(partition))
+            action = action.filter(chosen)
         options = {"target-file-size-bytes": layout.target_bytes, "min-file-size-bytes": layout.small_below,
                    "min-input-files": 2, "partial-progress.enabled": "false"}
         for key, value in options.items():

@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import DataFrame
 
 
@@ -78,8 +80,8 @@ class TableMaintenance(ABC):
         return counts
 
     @abstractmethod
-    def rewrite_partition(self, partition: str | None, layout: Layout) -> Rewrite:
-        """Compact one partition (a key from `measure`; None: the whole table) in one atomic commit; the counts
+    def rewrite_partitions(self, partitions: "Sequence[str] | None", layout: Layout) -> Rewrite:
+        """Compact these partitions (keys from `measure`; None: the whole table) in one atomic commit; the counts
         are those of that commit alone (files the stream adds meanwhile are not in them)."""
 
     def tidy_metadata(self) -> int:

@@ -144,6 +144,10 @@ def test_policy_dry_run_threshold_and_hot_partition(fmt, conf_dir, settings, spa
     compacted = {p.partition for p in result.partitions if p.status == "compacted"}
     assert hot not in compacted and compacted == {p for p in parts if p != hot and parts[p].small_files >= 3}
     assert any(s["partition"] == hot and "hot" in s["reason"] for s in result.skipped_by_policy)
+    # The settled partitions share one commit (beside a stream each commit costs seconds whatever it rewrites), and
+    # it rewrote exactly their files: nothing else writes here.
+    assert len(compacted) >= 2 and [c.partitions for c in result.commits] == [[p.partition for p in result.partitions]]
+    assert result.commits[0].files_rewritten == sum(parts[p].files for p in compacted)
     after = collect_health(spark, table, settings)
     assert {p.partition: p.files for p in after.partitions}[hot] == parts[hot].files
     assert after.files < before.files
@@ -200,9 +204,11 @@ def test_stream_never_fails_while_compaction_and_retention_repeat(fmt, conf_dir,
     log.close()
     assert any(p.status == "compacted" for _, r in rounds for p in r.partitions), rounds
     for _files_before, result in rounds:
-        done = [p for p in result.partitions if p.status == "compacted"]
-        # measured, not derived: what the commit replaced and wrote, and what is there after it beside the stream
-        assert all(p.files_written < p.files_rewritten and p.files_now >= p.files_written for p in done), result
+        # measured, not derived: what each commit replaced and wrote, and what is there after it beside the stream
+        for index, commit in enumerate(result.commits):
+            if commit.status == "compacted":
+                now = sum(p.files_now for p in result.partitions if p.commit == index)
+                assert commit.files_written < commit.files_rewritten and now >= commit.files_written, result
     report = reconcile(config, settings, spark)
     assert report.duplicates == 0, report.duplicate_sample
     assert report.missing == 0, report.missing_sample
@@ -241,7 +247,7 @@ def test_retention_guards_and_orphans_of_a_killed_writer(fmt, conf_dir, settings
         with pytest.raises(RetentionRefused, match=r"delta.deletedFileRetentionDuration \(168h\)"):
             retain(spark, table, settings, now)
     compacted = compact(spark, table, settings, now + timedelta(hours=2))  # leaves replaced files behind
-    replaced = sum(p.files_rewritten for p in compacted.partitions if p.status == "compacted")
+    replaced = sum(c.files_rewritten for c in compacted.commits if c.status == "compacted")
     assert replaced >= 3, compacted
     answer = _answer(spark, table, settings)
 
@@ -419,14 +425,16 @@ def test_compact_commands_beside_a_live_stream_report_true_counts_in_quiet_outpu
                 assert compacted, report
                 assert "files_after" not in report
                 for part in report["partitions"]:
-                    assert min(part["files_before"], part["files_rewritten"], part["files_written"],
-                               part["files_now"]) >= 0, part
-                for part in compacted:
-                    # only this compaction removes files: what it wrote is still there, beside the stream's new ones
-                    assert part["files_rewritten"] >= 2 and part["files_now"] >= part["files_written"] >= 1, part
+                    assert min(part["files_before"], part["files_now"]) >= 0, part
+                for index, commit in enumerate(report["commits"]):
+                    assert min(commit["files_rewritten"], commit["files_written"]) >= 0, commit
+                    if commit["status"] == "compacted":
+                        # only this compaction removes files: what it wrote is still there, beside the stream's
+                        now = sum(p["files_now"] for p in report["partitions"] if p["commit"] == index)
+                        assert commit["files_rewritten"] >= 2 and now >= commit["files_written"] >= 1, commit
                 assert report["files_now"] == sum(p["files_now"] for p in report["partitions"])
                 _quiet(done.stderr, f"lakeline compact ({fmt})")
-                assert " 1/" in done.stderr and "files rewritten into" in done.stderr, done.stderr
+                assert "commit 1/" in done.stderr and "files rewritten into" in done.stderr, done.stderr
         assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
     finally:
         stream.send_signal(signal.SIGTERM)

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from infra.monitoring_tools import prometheus_tools
 from infra.procs import ComponentError, free_port
 from maintenance import metrics as maintenance_metrics
-from maintenance.compaction import PartitionResult
+from maintenance.compaction import CommitResult, CompactionResult, PartitionResult
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -94,9 +94,11 @@ def test_pushed_maintenance_figures_fire_the_alerts_in_a_real_prometheus(tools, 
     settings = SimpleNamespace(pushgateway_url=gateway, metrics_textfile_dir=None)
 
     def compaction(failed: int, compacted: int):
-        partitions = [PartitionResult("d", "compacted", "", 40, 40, 2, files_now=2, bytes_rewritten=9_000_000)
+        partitions = [PartitionResult("d", "compacted", "", 40, files_now=2, commit=0)
                       ] * compacted + [PartitionResult("d", "failed", "", 5, files_now=5)] * failed
-        return maintenance_metrics.compaction_figures(SimpleNamespace(seconds=3.0, partitions=partitions))
+        commits = [CommitResult(["d"], "compacted", "", 40, 2, 9_000_000)] * compacted
+        return maintenance_metrics.compaction_figures(CompactionResult("orders", "delta", False, partitions,
+                                                                       commits, seconds=3.0))
 
     assert maintenance_metrics.report(settings, "compaction", {"table": "orders"}, compaction(0, 3)) == gateway
     assert maintenance_metrics.report(settings, "compaction", {"table": "orders"}, compaction(2, 1)) == gateway

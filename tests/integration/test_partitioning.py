@@ -105,6 +105,7 @@ def test_every_partition_tuple_lands_measures_and_compacts_on_its_own(fmt, conf_
     done = compact(spark, table, settings, datetime.now(UTC), partitions=[latest], include_hot=True)
     compacted = {p.partition for p in done.partitions if p.status == "compacted"}
     assert compacted == several
+    assert len(done.commits) == 1  # several partitions of bucket and truncate transforms, chosen in one commit
     after = {p.partition: p.files for p in collect_health(spark, table, settings).partitions}
     assert all(after[key] == 1 for key in compacted)
     untouched = {p.partition: p.files for p in health.partitions if p.partition not in compacted}

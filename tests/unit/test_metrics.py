@@ -20,7 +20,7 @@ from ingest.events import (BatchCommitted, BatchReplayed, JsonLogLines, Pipeline
 from ingest.metrics import RunMetrics, push_maintenance, serve
 from lakeline import cli, logs
 from maintenance import metrics as maintenance_metrics
-from maintenance.compaction import PartitionResult
+from maintenance.compaction import CommitResult, CompactionResult, PartitionResult
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -138,10 +138,11 @@ def test_compaction_figures_pushed_to_a_pushgateway_grouped_by_table(gateway):
     address, pushes = gateway
     # The stream added files while the run worked: the commit rewrote 44 files (more than the 40 planned) into 2,
     # and 7 files are there after the run.
-    result = SimpleNamespace(seconds=12.5, partitions=[
-        PartitionResult("d=1", "compacted", "", 40, 44, 2, files_now=5, bytes_rewritten=9_000_000),
+    result = CompactionResult("orders", "delta", False, seconds=12.5, partitions=[
+        PartitionResult("d=1", "compacted", "", 40, files_now=5, commit=0),
         PartitionResult("d=2", "failed", "", 10, files_now=1),
-        PartitionResult("d=3", "skipped", "", 3, files_now=1)])
+        PartitionResult("d=3", "skipped", "", 3, files_now=1, commit=1)], commits=[
+        CommitResult(["d=1"], "compacted", "", 44, 2, 9_000_000), CommitResult(["d=3"], "skipped", "conflict")])
     settings = SimpleNamespace(pushgateway_url=f"http://{address}", metrics_textfile_dir=None)
     assert maintenance_metrics.report(settings, "compaction", {"table": "orders"},
                                       maintenance_metrics.compaction_figures(result)) == f"http://{address}"

@@ -12,6 +12,7 @@ import yaml
 
 from ingest.metrics import RunMetrics, maintenance_registry
 from maintenance import metrics as maintenance_metrics
+from maintenance.compaction import CompactionResult
 
 MONITORING = Path(__file__).resolve().parents[2] / "infra" / "monitoring"
 NAME = re.compile(r"\blakeline_[a-z_]+\b")
@@ -21,7 +22,7 @@ DURATION = re.compile(r"^\d+[smhd]$")
 def exported() -> set[str]:
     """Every series name Lakeline can export (with the suffixes Prometheus adds to counters and histograms)."""
     registries = [RunMetrics().registry]
-    compaction = SimpleNamespace(seconds=1.0, partitions=[])
+    compaction = CompactionResult("t", "delta", dry_run=False, seconds=1.0)
     retention = SimpleNamespace(dry_run=False, files_deleted=[], orphan_files=[], snapshots_expired=0, seconds=1.0)
     drill = SimpleNamespace(scenarios=[SimpleNamespace(scenario="kill", passed=True, recovery_seconds=1.0,
                                                        duplicates=0, missing=0, seconds=1.0)])
