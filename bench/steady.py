@@ -26,7 +26,8 @@ The start after a long day (not in --quick; --no-restart skips it): the applicat
 RESTART_LOAD_S of load at the run's rate and started again at once, twice: after the history bursts, on fresh
 tables and before Airflow starts, and after the run with Airflow stopped, on the run's history (its thousands of
 commits, compacted and expired); per table, seconds from the kill to its first new commit, and the ratio.
-Peers (--peers) run after Lakeline, one at a time, at the same rate and length, without maintenance.
+Peers (--peers) run after Lakeline, one at a time, at the same rate and length, without maintenance; --peers-only
+runs them without a Lakeline run (read them against a Lakeline run's own results file).
 --no-maintenance runs Lakeline the same way without Airflow (the baseline: what the box gives the stream alone).
 """
 
@@ -947,6 +948,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="after the drain, wait up to MIN minutes for a compaction and a retention of each table "
                              "(the quick mode: 15)")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=[], help="peers after Lakeline, no maintenance")
+    parser.add_argument("--peers-only", action="store_true",
+                        help="run only the --peers (no Lakeline run); results steady-<rate>-peers-<date>")
     parser.add_argument("--no-restart", action="store_true",
                         help="skip the two kill -9 restarts under load (before the run on fresh tables, after it on "
                              "the run's history); the quick mode skips them")
@@ -958,6 +961,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", choices=["text", "json"], default="text")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write results")
     args = parser.parse_args(argv)
+    if args.peers_only and not args.peers:
+        parser.error("--peers-only needs --peers SYSTEM [SYSTEM ...]")
     if args.quick:
         args.minutes, args.compact_every, args.backup_every, args.history = 3, 1, 1, 5
         args.wait_maintenance = args.wait_maintenance or 15
@@ -979,10 +984,10 @@ def main(argv: list[str] | None = None) -> int:
     run_id = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="lakeline-bench-steady-"))
     print(f"work folder {work}", flush=True)
-    lakeline = run_lakeline(args, settings, run_id, work)
-    results = [lakeline] + [run_peer(system, args, settings, run_id, work) for system in args.peers]
+    results = [] if args.peers_only else [run_lakeline(args, settings, run_id, work)]
+    results += [run_peer(system, args, settings, run_id, work) for system in args.peers]
     body = markdown(results)
-    name = f"steady-{args.rate}" + ("-no-maintenance" if args.no_maintenance else "")
+    name = f"steady-{args.rate}" + ("-peers" if args.peers_only else "-no-maintenance" if args.no_maintenance else "")
     doc = document(name, argv, results, module="steady", minutes=args.minutes,
                    compact_every_min=args.compact_every, backup_every_min=args.backup_every,
                    peers_maintenance="none: the peers have no maintenance of their own and ran without it")
@@ -995,13 +1000,15 @@ def main(argv: list[str] | None = None) -> int:
             import bench.common
 
             bench.common.RESULTS = Path(args.results_dir)
-        maintained = ("without maintenance (the baseline)" if args.no_maintenance else
-                      "with maintenance beside it")
+        maintained = ("the peers alone, without maintenance" if args.peers_only else
+                      "without maintenance (the baseline)" if args.no_maintenance else "with maintenance beside it")
         how = ("no Airflow, no maintenance" if args.no_maintenance else
                f"the real Airflow scheduler compacts every {args.compact_every} min (retention after each "
                f"compaction) and backs the checkpoints up every {args.backup_every} min")
         stem = write(doc, f"Steady state at {args.rate:,} msg/s for {args.minutes} min {maintained}",
-                     f"Lakeline: a Delta and an Iceberg pipeline in one application; {how}. Peers: no maintenance. "
+                     ("" if args.peers_only else
+                      f"Lakeline: a Delta and an Iceberg pipeline in one application; {how}. ")
+                     + "Peers: no maintenance, one at a time. "
                      f"Latency per minute of intended send time.\n\n![per minute]({result_name(doc)}.png)\n\n"
                      + body)
         plot(Path(f"{stem}.png"), results)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.steady import (CommitTracker, CpuTotal, _maintained, first_commits, markdown, parse_jstat_gc,
-                          per_minute, restart_ratios, summarise)
+                          per_minute, plot, restart_ratios, summarise)
 from ingest.events import BatchCommitted, RunStarted
 
 START = 1_800_000_000_000
@@ -111,3 +111,25 @@ def test_an_airflow_never_started_is_not_a_dead_one(tmp_path):
     from bench.steady import Airflow
 
     Airflow(tmp_path, {}).check_alive()  # --no-maintenance: nothing to check
+
+
+def test_a_run_of_the_peers_alone_reads_and_plots_without_a_lakeline_result(tmp_path):
+    rows = [{"minute": 1, "p50": 0.7, "p99": 2.0, "max_files_per_partition": 40, "app_rss_mb": 1200},
+            {"minute": 2, "p50": 0.8, "p99": 2.5, "max_files_per_partition": 80, "app_rss_mb": 1210}]
+    peer = {"system": "spark-delta", "rows": 600_000, "sent": 600_000, "exact": True,
+            "tables": {"delta": {"table": "t", "per_minute": rows, "summary": summarise(rows, "app")}}}
+    text = markdown([peer])
+    assert "### spark-delta into delta (t)" in text and "No maintenance. Rows 600,000 / sent 600,000" in text
+    assert "| 2 | 0.8 | 2.5 | 80 | 1210 |" in text
+    plot(tmp_path / "peers.png", [peer])
+    assert (tmp_path / "peers.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_peers_only_without_peers_is_refused_before_anything_starts(capsys):
+    import pytest
+
+    from bench.steady import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--peers-only"])
+    assert stopped.value.code == 2 and "--peers-only needs --peers" in capsys.readouterr().err
