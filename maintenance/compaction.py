@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from ingest.formats.table_maintenance import Layout, TableFiles
 from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, open_table
 from maintenance.policy import MaintainedTable, PartitionChoice, decide, format_size, settled_range
+from maintenance.yielding import commits_at_stream_weight, spark_jobs_running
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +190,8 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
     groups = commit_groups(plan.chosen, set(plan.hot))
     done = 0
     for number, group in enumerate(groups, start=1):
-        commit = _commit(lake, layout, [c.partition for c in group], classify, sleep)
+        commit = _commit(lake, layout, [c.partition for c in group], classify, sleep,
+                         lambda: commits_at_stream_weight(spark_jobs_running(spark)))
         result.commits.append(commit)
         for choice in group:
             part = PartitionResult(choice.partition, commit.status, commit.reason, choice.files,
@@ -268,11 +271,16 @@ def _names(group: list[PartitionChoice]) -> str:
     return first if len(group) == 1 else f"{first} and {len(group) - 1} more"
 
 
-def _commit(lake: LakeTable, layout: Layout, partitions: list[str], classify, sleep) -> CommitResult:
+def _commit(lake: LakeTable, layout: Layout, partitions: list[str], classify, sleep,
+            committing: Callable[[], AbstractContextManager] = nullcontext) -> CommitResult:
     started = time.monotonic()
     chosen = None if partitions == [""] else partitions
-    outcome, attempts, error = _with_retries(lambda: lake.maintenance.rewrite_partitions(chosen, layout),
-                                             partitions[0] or lake.ref, classify, sleep)
+
+    def rewrite():
+        with committing():
+            return lake.maintenance.rewrite_partitions(chosen, layout)
+
+    outcome, attempts, error = _with_retries(rewrite, partitions[0] or lake.ref, classify, sleep)
     seconds = time.monotonic() - started
     if outcome is None:
         return CommitResult(partitions, "skipped", error, seconds=seconds, attempts=attempts)

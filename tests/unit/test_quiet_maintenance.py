@@ -114,3 +114,78 @@ def test_the_decide_task_prints_the_measured_health_in_one_line():
     assert line.endswith("last compaction 10 min ago"), line
     assert health_line({**health, "seconds_since_last_compaction": None}).endswith("last compaction never")
     assert health_line({}) == "health: not measured"
+
+
+def _until(check, what: str, deadline_s: float = 10.0):
+    end = time.monotonic() + deadline_s
+    while not check():
+        assert time.monotonic() < end, what
+        time.sleep(0.01)
+
+
+def test_a_compaction_commits_at_the_streams_weight_once_its_jobs_are_done(tmp_path, monkeypatch):
+    from maintenance.yielding import commits_at_stream_weight
+
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-7 nice 10\n")
+
+    def nice_now() -> str:
+        return group.read_text().split()[-1]
+
+    monkeypatch.setattr(os, "getsid", lambda _pid: os.getpid())  # a session of its own, as a task's command
+    running = {"jobs": False}
+    with commits_at_stream_weight(lambda: running["jobs"], poll_s=0.01, path=str(group)):
+        time.sleep(0.1)  # planning, no job yet: still the maintenance weight
+        assert nice_now() == "10"
+        running["jobs"] = True  # the rewrite's Spark jobs
+        time.sleep(0.1)
+        assert nice_now() == "10"
+        running["jobs"] = False  # jobs done, the block still running: the commit
+        _until(lambda: nice_now() == "0", "the commit runs at nice 0")
+        running["jobs"] = True  # e.g. a Delta checkpoint after the commit: back to the maintenance weight
+        _until(lambda: nice_now() == "10", "a job runs at the maintenance weight again")
+        running["jobs"] = False
+        _until(lambda: nice_now() == "0", "committing again")
+    assert nice_now() == "10"  # the block is over: the maintenance weight
+
+
+def test_a_command_in_its_shells_session_leaves_the_autogroup_alone(tmp_path, monkeypatch):
+    from maintenance.yielding import commits_at_stream_weight
+
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    monkeypatch.setattr(os, "getsid", lambda _pid: os.getpid() + 1)
+    with commits_at_stream_weight(lambda: False, poll_s=0.01, path=str(group)):
+        time.sleep(0.05)
+    assert group.read_text() == "/autogroup-7 nice 0\n"
+
+
+def test_a_tasks_command_raises_its_real_autogroup_for_the_commit_and_lowers_it_after():
+    from maintenance.yielding import AUTOGROUP, yielding_child
+
+    if not os.path.exists(AUTOGROUP):
+        import pytest
+
+        pytest.skip("this kernel schedules without autogroups: niceness alone ranks the command")
+    probe = """
+import time
+from maintenance.yielding import autogroup_nice, commits_at_stream_weight
+state = {"jobs": True}
+def until(check):
+    end = time.monotonic() + 10
+    while not check() and time.monotonic() < end:
+        time.sleep(0.01)
+seen = [autogroup_nice()]
+with commits_at_stream_weight(lambda: state["jobs"], poll_s=0.02):
+    time.sleep(0.1)
+    seen.append(autogroup_nice())
+    state["jobs"] = False
+    until(lambda: autogroup_nice() == 0)
+    seen.append(autogroup_nice())
+seen.append(autogroup_nice())
+print(*seen)
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          preexec_fn=yielding_child(12), cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                              os.path.abspath(__file__)))))
+    assert done.stdout.split() == ["12", "12", "0", "12"], done.stdout + done.stderr
