@@ -163,10 +163,6 @@ def test_a_command_in_its_shells_session_leaves_the_autogroup_alone(tmp_path, mo
 def test_a_tasks_command_raises_its_real_autogroup_for_the_commit_and_lowers_it_after():
     from maintenance.yielding import AUTOGROUP, yielding_child
 
-    if not os.path.exists(AUTOGROUP):
-        import pytest
-
-        pytest.skip("this kernel schedules without autogroups: niceness alone ranks the command")
     probe = """
 import time
 from maintenance.yielding import autogroup_nice, commits_at_stream_weight
@@ -180,7 +176,7 @@ with commits_at_stream_weight(lambda: state["jobs"], poll_s=0.02):
     time.sleep(0.1)
     seen.append(autogroup_nice())
     state["jobs"] = False
-    until(lambda: autogroup_nice() == 0)
+    until(lambda: autogroup_nice() in (0, None))
     seen.append(autogroup_nice())
 seen.append(autogroup_nice())
 print(*seen)
@@ -188,4 +184,6 @@ print(*seen)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           preexec_fn=yielding_child(12), cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                               os.path.abspath(__file__)))))
-    assert done.stdout.split() == ["12", "12", "0", "12"], done.stdout + done.stderr
+    # without autogroup scheduling there is no group weight to change, and the helper changes nothing
+    expected = ["12", "12", "0", "12"] if os.path.exists(AUTOGROUP) else ["None"] * 4
+    assert done.stdout.split() == expected, done.stdout + done.stderr
