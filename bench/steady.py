@@ -59,6 +59,7 @@ SEGMENT_S = 60  # one bench.load process per minute of schedule, built while the
 SAMPLE_S = 5  # memory and CPU samples
 RESTART_LOAD_S = 120  # the load around a restart measurement (at the run's rate): the kill, then the new commits
 RESTART_KILL_AT_S = 20
+SLOW_BATCH_S = 5.0  # a stream batch over this is listed by itself in the results (batch, seconds, phases)
 NAMESPACE = "bench_steady"
 # Scaled so a settled hour partition of the history is over threshold and one run's budget takes a few of them.
 POLICY = {"compaction": {"target_file_size": "32MB", "min_small_files": 5, "small_file_ratio": 0.3,
@@ -589,6 +590,17 @@ def first_commits(events: list, pipelines: dict[str, str], since: float) -> dict
                        and e.rows + e.dead_letters and e.at > since), None) for fmt, name in pipelines.items()}
 
 
+def slow_batches(events: list, pipeline: str, since: float, until: float, over: float = SLOW_BATCH_S) -> list[dict]:
+    """The pipeline's batches committed between `since` and `until` (the load's minutes; a restart's catch-up
+    after them is measured apart) that took over `over` seconds: when, how long, where."""
+    from ingest.events import BatchCommitted
+
+    return [{"batch": e.batch_id, "at": round(e.at, 1), "seconds": round(e.seconds, 1),
+             "phases": {k: round(v, 1) for k, v in {**e.phases, **e.spark_phases}.items()}}
+            for e in events if isinstance(e, BatchCommitted) and e.pipeline == pipeline and since < e.at <= until
+            and e.seconds > over]
+
+
 def restart_under_load(app: subprocess.Popen, start_app, topic: str, rate: int, pipelines: dict[str, str],
                        seed: int) -> tuple[dict, subprocess.Popen, int]:
     """kill -9 the application RESTART_KILL_AT_S into RESTART_LOAD_S of load at `rate`, start it again at once and
@@ -776,6 +788,8 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             "backups": sum(1 for m in maintenance if m["dag"] == f"lakeline_checkpoint_backup__{table['table']}"
                            and m["task"] == "verify" and m["state"] == "success"),
             "stream_commit_retries": sum(1 for e in retried if table["table"] in e.table),
+            "slow_batches": slow_batches(all_events, pipelines[fmt], window["schedule_start_ms"] / 1000,
+                                         window["schedule_start_ms"] / 1000 + minutes * 60 + 60),
             "reconcile": {k: report.get(k) for k in ("exact", "rows", "duplicates", "missing", "dead_letters",
                                                       "error")},
             "exact": bool(report.get("exact")) and report.get("dead_letters") == 0}
@@ -876,7 +890,12 @@ def markdown(results: list[dict]) -> str:
                            f"{table['compaction_retries']}), retentions {table['retentions']}, checkpoint backups "
                            f"verified {table['backups']}, stream commits retried {table['stream_commit_retries']}, "
                            f"lost batches {result['lost_batches']}; reconcile {table['reconcile']}.\n")
-            else:
+            if result["system"] == "lakeline" and "slow_batches" in table:
+                slow = table["slow_batches"]
+                out.append(f"Stream batches over {SLOW_BATCH_S:g} s: {len(slow)}"
+                           + (": " + "; ".join(f"batch {b['batch']} {b['seconds']} s (table {b['phases'].get('table')}"
+                                                f" s)" for b in slow[:10]) if slow else "") + ".\n")
+            if result["system"] != "lakeline":
                 out.append(f"No maintenance. Rows {result['rows']:,} / sent {result['sent']:,}, exact "
                            f"{result['exact']}.\n")
             out.append(f"Worst minute p50 {s['worst_minute_p50']} s, p99 {s['worst_minute_p99']} s; p99 spread "

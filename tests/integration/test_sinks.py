@@ -9,6 +9,7 @@ import pytest
 from ingest.adapters.object_store import s3_client, split_s3_uri
 from ingest.config import PipelineConfig
 from ingest.formats import tables_for
+from ingest.formats.delta_checkpoints import SPARK_CHECKPOINT_INTERVAL
 from tests.helpers import BASE_SCHEMA, pipeline_dict
 
 pytestmark = pytest.mark.integration
@@ -151,8 +152,9 @@ def test_iceberg_last_commit_walks_the_current_lineage(spark, settings):
 
 
 def test_delta_log_checkpoints_are_written_by_lakeline_off_the_commit_path(spark, settings):
-    """A table Lakeline creates leaves log checkpoints to Lakeline (delta.checkpointInterval 1000): after the
-    first commit and every tenth, delta-rs writes one in the background. Spark reads the table from it, keeping
+    """A table Lakeline creates leaves log checkpoints to Lakeline (delta.checkpointInterval 2^31 - 1): after the
+    first commit and every tenth, delta-rs writes one in the background, and the first also removes expired log
+    files. Spark reads the table from it, keeping
     the rows, the schema and the transaction ids that make a replayed batch a no-op; Spark itself wrote no
     checkpoint at version 10. A table that keeps Delta's default interval is left to Spark."""
     import json
@@ -165,7 +167,7 @@ def test_delta_log_checkpoints_are_written_by_lakeline_off_the_commit_path(spark
     dead.ensure()  # version 0
     assert dead.log_checkpoints is not None
     props = spark.sql(f"DESCRIBE DETAIL delta.`{dead.location}`").first()["properties"]
-    assert props["delta.checkpointInterval"] == "1000"
+    assert props["delta.checkpointInterval"] == str(SPARK_CHECKPOINT_INTERVAL)
     rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
                                  datetime.now(UTC))], dead.schema)
     records = [CommitRecord(config.pipeline, "L0" if batch == 0 else "L1", batch, {("orders", 0): batch},
@@ -174,7 +176,7 @@ def test_delta_log_checkpoints_are_written_by_lakeline_off_the_commit_path(spark
         dead.append(rows, record, may_be_replay=True)
         dead.log_checkpoints.wait(60)
     assert [version for version, _ in dead.log_checkpoints.written] == [1, 11]
-    assert dead.log_checkpoints.failures == 0
+    assert dead.log_checkpoints.failures == 0 and dead.log_checkpoints.cleanups == 1
 
     bucket, prefix = split_s3_uri(dead.location)
     s3 = s3_client(settings)

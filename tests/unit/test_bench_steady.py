@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.steady import (CommitTracker, CpuTotal, _maintained, first_commits, markdown, parse_jstat_gc,
-                          per_minute, plot, restart_ratios, summarise)
+                          per_minute, plot, restart_ratios, slow_batches, summarise)
 from ingest.events import BatchCommitted, RunStarted
 
 START = 1_800_000_000_000
@@ -133,3 +133,19 @@ def test_peers_only_without_peers_is_refused_before_anything_starts(capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["--peers-only"])
     assert stopped.value.code == 2 and "--peers-only needs --peers" in capsys.readouterr().err
+
+
+def test_a_stream_batch_over_five_seconds_in_the_load_is_listed_with_its_phases():
+    slow = BatchCommitted(pipeline="d", at=150.0, batch_id=8, rows=5, dead_letters=0, seconds=10.4,
+                          phases={"table": 10.37}, spark_phases={"offsets": 0.2})
+    events = [BatchCommitted(pipeline="d", at=120.0, batch_id=7, rows=5, dead_letters=0, seconds=1.2), slow,
+              BatchCommitted(pipeline="i", at=150.0, batch_id=3, rows=5, dead_letters=0, seconds=9.0),
+              BatchCommitted(pipeline="d", at=90.0, batch_id=1, rows=5, dead_letters=0, seconds=30.0),  # start
+              BatchCommitted(pipeline="d", at=400.0, batch_id=99, rows=5, dead_letters=0, seconds=20.0)]  # restart
+    listed = slow_batches(events, "d", since=100.0, until=300.0)
+    assert listed == [{"batch": 8, "at": 150.0, "seconds": 10.4, "phases": {"table": 10.4, "offsets": 0.2}}]
+    rows = [{"minute": 1, "p50": 0.5, "p99": 1.0, "max_files_per_partition": 3, "app_rss_mb": 900}]
+    table = {"table": "t", "per_minute": rows, "summary": summarise(rows, "app"), "stream_commit_retries": 0,
+             "reconcile": {"exact": True}, "slow_batches": listed}
+    text = markdown([{"system": "lakeline", "maintenance": "none", "lost_batches": 0, "tables": {"delta": table}}])
+    assert "Stream batches over 5 s: 1: batch 8 10.4 s (table 10.4 s)." in text

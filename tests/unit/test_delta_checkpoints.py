@@ -7,13 +7,14 @@ import threading
 import pytest
 from deltalake.exceptions import DeltaError
 
-from ingest.formats.delta_checkpoints import LogCheckpointer, takes_over
+from ingest.formats.delta_checkpoints import SPARK_CHECKPOINT_INTERVAL, LogCheckpointer, takes_over
 
 
 class FakeTable:
     def __init__(self, fail: int = 0, gate: threading.Event | None = None):
         self.version_ = 0
         self.checkpoints: list[int] = []
+        self.cleanups: list[int] = []
         self.fail = fail
         self.gate = gate
 
@@ -27,6 +28,9 @@ class FakeTable:
             self.fail -= 1
             raise DeltaError("store unreachable")
         self.checkpoints.append(self.version_)
+
+    def cleanup_metadata(self) -> None:
+        self.cleanups.append(self.version_)
 
     def version(self) -> int:
         return self.version_
@@ -47,6 +51,19 @@ def test_first_commit_of_a_process_and_then_every_tenth_checkpoints():
     assert table.checkpoints == [1, 11, 21]
     assert [version for version, _ in checkpointer.written] == [1, 11, 21]
     assert opened == [1]  # opened once, then updated incrementally
+
+
+def test_expired_log_files_go_after_the_first_checkpoint_and_every_nth():
+    table = FakeTable(fail=1)  # a failed checkpoint is not counted
+    checkpointer = LogCheckpointer("t", lambda: table, every=1, cleanup_every=3)
+    commit(checkpointer, table, 8)
+    assert table.checkpoints == [2, 3, 4, 5, 6, 7, 8]
+    assert table.cleanups == [2, 5, 8] and checkpointer.cleanups == 3
+
+
+def test_spark_never_checkpoints_inside_a_commit_on_a_table_lakeline_makes():
+    assert SPARK_CHECKPOINT_INTERVAL == 2**31 - 1  # Delta reads the property as an Int
+    assert takes_over(str(SPARK_CHECKPOINT_INTERVAL))
 
 
 def test_commits_during_a_running_checkpoint_start_no_second_one():

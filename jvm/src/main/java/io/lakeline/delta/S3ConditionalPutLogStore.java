@@ -6,9 +6,13 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.Iterator;
+import java.util.List;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
@@ -52,6 +56,10 @@ import io.lakeline.fence.FencedCommitException;
  * (ListObjectsV2 StartAfter, Delta's own S3LogStoreUtil), whatever the log's length. The Hadoop option
  * `delta.enableFastS3AListFrom` (Delta's name for the same listing in its S3SingleDriverLogStore; true here by
  * default) set to false goes back to the folder listing.
+ *
+ * Checksums: a listing that shows the newest commit without its checksum, where the commit before has one, waits
+ * for that checksum up to `lakeline.delta.checksumWaitMs` (2000 by default) instead of letting Delta rebuild the
+ * table state in the next commit ({@link #awaitNewestChecksum}).
  */
 public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
@@ -60,6 +68,12 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
     private static final Pattern COMMIT_FILE = Pattern.compile("\\d{20}\\.json");
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final ConcurrentHashMap<String, Fence> FENCES = new ConcurrentHashMap<>();
+    /** Hadoop option: how long a log listing waits for the newest commit's checksum (ms; 0 never waits). */
+    static final String CHECKSUM_WAIT_MS = "lakeline.delta.checksumWaitMs";
+    static final long DEFAULT_CHECKSUM_WAIT_MS = 2000;
+    private static final long CHECKSUM_POLL_MS = 20;
+    /** Checksum files a listing already waited for: never twice for one version. */
+    private static final Set<String> WAITED_FOR = ConcurrentHashMap.newKeySet();
 
     /** One fenced table: whose pipeline, the driver's token, and the newest version known not to fence it. */
     private static final class Fence {
@@ -190,20 +204,84 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
     @Override
     public Iterator<FileStatus> listFrom(Path path, Configuration hadoopConf) throws IOException {
-        FileSystem fs = path.getFileSystem(hadoopConf);
-        if (!isS3A(fs) || !hadoopConf.getBoolean(FAST_LIST_FROM, true) || !isLogListing(path)) {
+        if (!isLogListing(path)) {
             return super.listFrom(path, hadoopConf);
         }
-        Path resolved = fs.makeQualified(path);
-        Path parent = resolved.getParent();
-        if (!fs.exists(parent)) {
-            throw new FileNotFoundException("No such file or directory: " + parent);
+        FileSystem fs = path.getFileSystem(hadoopConf);
+        List<FileStatus> listing = new ArrayList<>();
+        if (isS3A(fs) && hadoopConf.getBoolean(FAST_LIST_FROM, true)) {
+            Path resolved = fs.makeQualified(path);
+            Path parent = resolved.getParent();
+            if (!fs.exists(parent)) {
+                throw new FileNotFoundException("No such file or directory: " + parent);
+            }
+            String from = resolved.getName();
+            Arrays.stream(S3LogStoreUtil.s3ListFromArray(fs, resolved, parent))
+                    .filter(status -> status.getPath().getName().compareTo(from) >= 0)
+                    .forEach(listing::add);
+        } else {
+            super.listFrom(path, hadoopConf).forEachRemaining(listing::add);
         }
-        String from = resolved.getName();
-        return Arrays.stream(S3LogStoreUtil.s3ListFromArray(fs, resolved, parent))
-                .filter(status -> status.getPath().getName().compareTo(from) >= 0)
-                .sorted(Comparator.comparing(status -> status.getPath().getName()))
-                .iterator();
+        awaitNewestChecksum(listing, fs, fs.makeQualified(path).getParent(),
+                hadoopConf.getLong(CHECKSUM_WAIT_MS, DEFAULT_CHECKSUM_WAIT_MS));
+        listing.sort(Comparator.comparing(status -> status.getPath().getName()));
+        return listing.iterator();
+    }
+
+    /**
+     * Add the newest commit's checksum to a log listing that has the commit but not yet its checksum, waiting up
+     * to `waitMs` for it to land, when the commit before it has one (so this log's writers leave checksums).
+     *
+     * Why: a writer puts N.json first and N.crc a moment later. A driver whose snapshot update lists the log in
+     * between holds version N without its checksum, and Delta then rebuilds the whole table state (a Spark job
+     * over the checkpoint and every commit since) inside its next commit, to derive that commit's checksum: 6 s
+     * and more of a stream's batch on the steady benchmark when the compaction committed just before the stream
+     * listed. Waiting for the checksum costs at most `waitMs`, once per version (a writer that
+     * died between the two puts is waited for once), and no request unless the listing shows the gap.
+     */
+    static void awaitNewestChecksum(List<FileStatus> listing, FileSystem fs, Path logDir, long waitMs)
+            throws IOException {
+        long newest = -1;
+        Set<String> names = new HashSet<>();
+        for (FileStatus status : listing) {
+            String name = status.getPath().getName();
+            names.add(name);
+            if (COMMIT_FILE.matcher(name).matches()) {
+                newest = Math.max(newest, Long.parseLong(name.substring(0, 20)));
+            }
+        }
+        if (waitMs <= 0 || newest < 1 || names.contains(checksumName(newest))
+                || !names.contains(checksumName(newest - 1))) {
+            return;
+        }
+        Path checksum = new Path(logDir, checksumName(newest));
+        if (WAITED_FOR.size() > 10_000) {
+            WAITED_FOR.clear();
+        }
+        if (!WAITED_FOR.add(checksum.toString())) {
+            return;
+        }
+        long deadline = System.nanoTime() + waitMs * 1_000_000;
+        while (true) {
+            try {
+                listing.add(fs.getFileStatus(checksum));
+                return;
+            } catch (FileNotFoundException absent) {
+                if (System.nanoTime() >= deadline) {
+                    return;
+                }
+            }
+            try {
+                Thread.sleep(CHECKSUM_POLL_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    private static String checksumName(long version) {
+        return String.format("%020d.crc", version);
     }
 
     /**

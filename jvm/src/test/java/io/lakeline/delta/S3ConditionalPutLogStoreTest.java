@@ -144,6 +144,63 @@ class S3ConditionalPutLogStoreTest {
                 () -> store.listFrom(new Path("s3a://bucket/missing/_delta_log/" + commit(0).getName()), conf));
     }
 
+    private List<String> listNames(String log, long waitMs) throws IOException {
+        conf.setLong(S3ConditionalPutLogStore.CHECKSUM_WAIT_MS, waitMs);
+        List<String> names = new java.util.ArrayList<>();
+        store.listFrom(new Path(log + "/00000000000000000000."), conf) // Delta's listing prefix
+                .forEachRemaining(status -> names.add(status.getPath().getName()));
+        return names;
+    }
+
+    private void logFiles(String log, String... names) throws IOException {
+        for (String name : names) {
+            write(new Path(log + "/" + name), false, "{}");
+        }
+    }
+
+    @Test
+    void aListingWaitsForTheNewestCommitsChecksumItsWriterIsAboutToPut() throws Exception {
+        String log = "s3a://bucket/waits/_delta_log";
+        logFiles(log, "00000000000000000000.json", "00000000000000000000.crc", "00000000000000000001.json");
+        Thread writer = new Thread(() -> {
+            try {
+                Thread.sleep(200); // the writer's moment between its commit and its checksum
+                logFiles(log, "00000000000000000001.crc");
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        writer.start();
+        List<String> names = listNames(log, 30_000);
+        writer.join();
+        assertEquals(List.of("00000000000000000000.crc", "00000000000000000000.json", "00000000000000000001.crc",
+                "00000000000000000001.json"), names);
+    }
+
+    @Test
+    void aListingDoesNotWaitWhereTheLogsWritersLeaveNoChecksums() throws IOException {
+        String log = "s3a://bucket/no-checksums/_delta_log";
+        logFiles(log, "00000000000000000000.json", "00000000000000000001.json");
+        long start = System.nanoTime();
+        assertEquals(List.of("00000000000000000000.json", "00000000000000000001.json"), listNames(log, 30_000));
+        assertTrue(System.nanoTime() - start < 15_000_000_000L, "waited for a checksum no writer of this log puts");
+    }
+
+    @Test
+    void aChecksumThatNeverComesIsWaitedForOnceUpToTheBound() throws IOException {
+        String log = "s3a://bucket/never/_delta_log";
+        logFiles(log, "00000000000000000000.json", "00000000000000000000.crc", "00000000000000000001.json");
+        List<String> without = List.of("00000000000000000000.crc", "00000000000000000000.json",
+                "00000000000000000001.json");
+        long start = System.nanoTime();
+        assertEquals(without, listNames(log, 2_000));
+        long first = System.nanoTime() - start;
+        assertTrue(first >= 2_000_000_000L, "gave up before the bound: " + first + " ns");
+        start = System.nanoTime();
+        assertEquals(without, listNames(log, 2_000));
+        assertTrue(System.nanoTime() - start < 2_000_000_000L, "waited twice for one version's checksum");
+    }
+
     @Test
     void listsFromAVersionOnlyInTheLogItself() {
         assertTrue(S3ConditionalPutLogStore.isLogListing(new Path("s3a://bucket/t/_delta_log/" + commit(3).getName())));
