@@ -5,6 +5,11 @@ sink and a Python consumer writing with delta-rs; into Iceberg by Lakeline and p
 bench/results/drain-peers-<date>.{json,md}.
 
     .venv/bin/python -m bench.drain_peers --count 1000000
+    .venv/bin/python -m bench.drain_peers --systems lakeline spark-delta --rounds 5   # pairs in one hour
+
+`--rounds N` drains the same preloaded topic N times, the systems in turn and their order reversed every other
+round (no system always first), and prints each round's ratio to Lakeline and the median: one drain of 1M lasts
+15-25 s here, and single pairs swing by a third on the same code.
 
 Each system runs as its own process, started as in the latency benchmark (Lakeline: `lakeline ingest`,
 processing-time trigger, no per-batch limit; the peers with their defaults). Throughput = N / (timestamp of the
@@ -81,6 +86,27 @@ def measure(system: str, topic: str, count: int, settings, run_id: str) -> dict:
     return result
 
 
+def round_ratios(rounds: list[list[dict]]) -> list[dict]:
+    """Per peer with a Lakeline run of its format: Lakeline's records/s and CPU s per 1M over the peer's in each
+    round (records/s above 1: Lakeline drained faster; CPU below 1: it used less per record), and the medians."""
+    import statistics
+
+    out = []
+    formats = {r["format"] for r in rounds[0] if r["system"].startswith("lakeline")}
+    systems = [r["system"] for r in rounds[0] if not r["system"].startswith("lakeline") and r["format"] in formats]
+    for system in systems:
+        speed, cpu = [], []
+        for results in rounds:
+            peer = next(r for r in results if r["system"] == system)
+            own = next(r for r in results if r["system"].startswith("lakeline") and r["format"] == peer["format"])
+            speed.append(round(own["records_per_s"] / peer["records_per_s"], 2))
+            cpu.append(round(own["cpu_s_per_million"] / peer["cpu_s_per_million"], 2))
+        out.append({"peer": system, "lakeline_speed_ratios": speed, "lakeline_cpu_ratios": cpu,
+                    "median_speed_ratio": round(statistics.median(speed), 2),
+                    "median_cpu_ratio": round(statistics.median(cpu), 2)})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="events to preload (default 1,000,000)")
@@ -88,8 +114,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: all (lakeline, spark-delta and delta-rs into Delta; lakeline-iceberg, "
                              "spark-iceberg and, when `bash infra/flink.sh` has installed it, flink-iceberg into "
                              "Iceberg)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="drain the topic this many times, the order reversed every other round (default 1)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
 
     from bench.common import orders_pipeline
     from infra import stack
@@ -107,20 +137,39 @@ def main(argv: list[str] | None = None) -> int:
     systems = args.systems or default_systems()
     if "flink-iceberg" not in systems and args.systems is None:
         print("(the Flink peer is not installed: `bash infra/flink.sh` adds it)", flush=True)
-    results = [measure(system, topic, args.count, settings, run_id) for system in systems]
+    rounds = []
+    for number in range(args.rounds):
+        order = systems if number % 2 == 0 else systems[::-1]
+        if args.rounds > 1:
+            print(f"\n== round {number + 1}/{args.rounds}: {', '.join(order)}", flush=True)
+        rounds.append([measure(system, topic, args.count, settings,
+                               run_id if args.rounds == 1 else f"{run_id}r{number + 1}") for system in order])
+    results = [r for drained in rounds for r in drained]
+    ratios = round_ratios(rounds) if args.rounds > 1 else []
 
-    lakeline = {r["format"]: r for r in results if r["system"].startswith("lakeline")}
-    table = ["| system | format | records | commits | seconds | records/s | vs Lakeline (same format) | CPU s | "
-             "CPU s / 1M | exact |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for r in results:
-        same = lakeline.get(r["format"])
-        ratio = f"{r['records_per_s'] / same['records_per_s']:.2f}×" if same else "-"
-        table.append(f"| {r['system']} | {r['format']} | {r['records']:,} | {r['commits']} | {r['seconds']} | "
-                     f"{r['records_per_s']:,} | {ratio} | {r['cpu_s']} | {r['cpu_s_per_million']} | {r['exact']} |")
+    several = args.rounds > 1
+    table = [("| round " if several else "") + "| system | format | records | commits | seconds | records/s | "
+             "vs Lakeline (same format) | CPU s | CPU s / 1M | exact |",
+             ("| ---: " if several else "") + "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for number, drained in enumerate(rounds, 1):
+        lakeline = {r["format"]: r for r in drained if r["system"].startswith("lakeline")}
+        for r in drained:
+            same = lakeline.get(r["format"])
+            ratio = f"{r['records_per_s'] / same['records_per_s']:.2f}×" if same else "-"
+            table.append((f"| {number} " if several else "")
+                         + f"| {r['system']} | {r['format']} | {r['records']:,} | {r['commits']} | {r['seconds']} | "
+                         f"{r['records_per_s']:,} | {ratio} | {r['cpu_s']} | {r['cpu_s_per_million']} | "
+                         f"{r['exact']} |")
+    for ratio in ratios:
+        table.append(f"\nLakeline vs {ratio['peer']} in {args.rounds} rounds: records/s "
+                     f"{', '.join(f'{v:.2f}x' for v in ratio['lakeline_speed_ratios'])} (median "
+                     f"{ratio['median_speed_ratio']:.2f}x), CPU per record "
+                     f"{', '.join(f'{v:.2f}x' for v in ratio['lakeline_cpu_ratios'])} (median "
+                     f"{ratio['median_cpu_ratio']:.2f}x)")
     print("\n".join(table))
     if not args.no_write:
-        doc = document("drain-peers", argv, results, module="drain_peers", count=args.count)
+        doc = document("drain-peers", argv, results, module="drain_peers", count=args.count, rounds=args.rounds,
+                       ratios=ratios)
         write(doc, "Drain throughput, Lakeline vs peers (clean events, into Delta and Iceberg)", "\n".join(table))
     return 0 if all(r["exact"] for r in results) else 3
 
