@@ -137,17 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     systems = args.systems or default_systems()
     if "flink-iceberg" not in systems and args.systems is None:
         print("(the Flink peer is not installed: `bash infra/flink.sh` adds it)", flush=True)
+    several = args.rounds > 1
     rounds = []
     for number in range(args.rounds):
         order = systems if number % 2 == 0 else systems[::-1]
-        if args.rounds > 1:
+        if several:
             print(f"\n== round {number + 1}/{args.rounds}: {', '.join(order)}", flush=True)
         rounds.append([measure(system, topic, args.count, settings,
-                               run_id if args.rounds == 1 else f"{run_id}r{number + 1}") for system in order])
+                               f"{run_id}r{number + 1}" if several else run_id) for system in order])
     results = [r for drained in rounds for r in drained]
-    ratios = round_ratios(rounds) if args.rounds > 1 else []
-
-    several = args.rounds > 1
+    ratios = round_ratios(rounds) if several else []
     table = [("| round " if several else "") + "| system | format | records | commits | seconds | records/s | "
              "vs Lakeline (same format) | CPU s | CPU s / 1M | exact |",
              ("| ---: " if several else "") + "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
