@@ -105,6 +105,8 @@ FEATURES: tuple[Feature, ...] = (
             "a main table partitioned by a transform (`day`, `hour`, `bucket`...) of a field"),
     Feature("delta", "added columns", "a field the YAML adds, or `schema.evolution: add`: no table feature"),
     Feature("delta", "timestampNtz", "a `timestamp_ntz` field in the schema", delta_reader_feature="timestampNtz"),
+    Feature("delta", "INT96 and INT64 timestamps in one table",
+            "a table written before 2026-11-28 (Spark's INT96) and appended to since (INT64 microseconds)"),
     Feature("delta", "typeWidening",
             "a declared widening (int to bigint, float to double, decimal precision up) of an existing column, "
             "only with `sink.allow_features: [typeWidening]`", delta_reader_feature="typeWidening"),

@@ -235,6 +235,10 @@ def spark_conf(settings: Settings, app_name: str, extra: dict[str, str] | None =
         # A JSON object with a repeated key must not fail the whole batch (poison pill); the last value wins.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.shuffle.partitions": "4",
+        # Timestamps as Parquet INT64 microseconds (what delta-rs and Iceberg write), not Spark's legacy INT96:
+        # three timestamp columns a row as INT96 were 6 % of a Delta write's task time (Julian-day bytes through a
+        # binary dictionary), bench/results/drain-profile-2026-11-28.md. Every reader Lakeline serves reads both.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.ui.enabled": "false",
         "spark.sql.debug.maxToStringFields": "500",
         "spark.ui.showConsoleProgress": "false",

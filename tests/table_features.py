@@ -112,6 +112,25 @@ def delta_timestamp_ntz(root: Path) -> Fixture:
     return Fixture("delta", str(path), "local_time", {"e1": WHEN.isoformat()})
 
 
+def delta_mixed_timestamps(root: Path) -> Fixture:
+    """`event_time` as INT64 microseconds in one file (Lakeline since 2026-11-28, delta-rs) and as INT96 in
+    another (Spark's default, Lakeline's files before)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    path = root / "mixed_timestamps"
+    schema = pa.schema([("event_id", pa.string()), ("event_time", pa.timestamp("us", "UTC"))])
+    write_deltalake(str(path), pa.table({"event_id": ["e1"], "event_time": [WHEN]}, schema))
+    legacy = path / "part-00000-int96.snappy.parquet"
+    pq.write_table(pa.table({"event_id": ["e2"], "event_time": [WHEN.replace(day=21)]}, schema), legacy,
+                   use_deprecated_int96_timestamps=True)
+    assert str(pq.read_schema(legacy).field("event_time").type) == "timestamp[ns]"  # INT96 on disk
+    _commit(path, {"add": {"path": legacy.name, "partitionValues": {}, "size": legacy.stat().st_size,
+                           "modificationTime": int(time.time() * 1000), "dataChange": True}}, operation="WRITE")
+    return Fixture("delta", str(path), "event_time", {"e1": WHEN.isoformat(), "e2": WHEN.replace(day=21).isoformat()})
+
+
 def delta_type_widening(root: Path) -> Fixture:
     """`items` written as int, widened to bigint as delta-spark does (reader and writer feature typeWidening,
     `delta.typeChanges` on the field), then a file of bigints holding a value past the int range."""
@@ -256,6 +275,7 @@ BUILDERS = {
     ("delta", "generatedColumns (writer feature)"): delta_writer_features,
     ("delta", "added columns"): delta_added_columns,
     ("delta", "timestampNtz"): delta_timestamp_ntz,
+    ("delta", "INT96 and INT64 timestamps in one table"): delta_mixed_timestamps,
     ("delta", "typeWidening"): delta_type_widening,
     ("iceberg", "format version 2"): iceberg_format_v2,
     ("iceberg", "partition transforms"): iceberg_partition_transforms,

@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.spark import build_spark
 
     settings = load_settings()
-    spark = build_spark(settings, f"bench-peer-spark-{args.format}")
+    # Lakeline's session writes Parquet timestamps as INT64 micros; plain Spark keeps Spark's own default (INT96).
+    spark = build_spark(settings, f"bench-peer-spark-{args.format}",
+                        extra={"spark.sql.parquet.outputTimestampType": "INT96"})
     reader = spark.readStream.format("kafka").option("subscribe", args.topic).option("startingOffsets", "earliest")
     for key, value in java_client_config(settings).items():
         reader = reader.option(f"kafka.{key}", value)

@@ -14,6 +14,7 @@ import java.math.RoundingMode;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
+import java.time.Year;
 import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
@@ -700,10 +701,14 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         Object read(JsonParser parser, JsonToken token, Context ctx, String path) throws IOException {
             Long micros = null;
             if (token == JsonToken.VALUE_STRING && "iso".equals(format)) {
-                UTF8String text = UTF8String.fromString(parser.getText());
-                Option<Object> parsed = local ? DateTimeUtils.stringToTimestampWithoutTimeZone(text)
-                        : DateTimeUtils.stringToTimestamp(text, zone);
-                micros = parsed.isDefined() ? (Long) parsed.get() : null;
+                String value = parser.getText();
+                micros = local ? null : utcMicros(value);
+                if (micros == null) {
+                    UTF8String text = UTF8String.fromString(value);
+                    Option<Object> parsed = local ? DateTimeUtils.stringToTimestampWithoutTimeZone(text)
+                            : DateTimeUtils.stringToTimestamp(text, zone);
+                    micros = parsed.isDefined() ? (Long) parsed.get() : null;
+                }
             } else if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
                 micros = epochMicros(new BigDecimal(parser.getText()), token == JsonToken.VALUE_NUMBER_INT);
             }
@@ -715,6 +720,50 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                         (int) Math.floorMod(micros, 1_000_000L) * 1000, ZoneOffset.UTC);
             }
             return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
+        }
+
+        /**
+         * Epoch microseconds of {@code value} when it is exactly {@code yyyy-MM-ddTHH:mm:ss[.f]Z} with 1-6 fraction
+         * digits and a valid date and time, else null (Spark's general parser then decides, so the result is always
+         * Spark's). Most producers send this form, and Spark's parser builds a ZonedDateTime for every value: a
+         * tenth of a Delta drain's task time (bench/results/drain-profile-2026-11-28.md).
+         */
+        static Long utcMicros(String value) {
+            int length = value.length();
+            if (length < 20 || length > 27 || length == 21 || value.charAt(length - 1) != 'Z'
+                    || value.charAt(4) != '-' || value.charAt(7) != '-' || value.charAt(10) != 'T'
+                    || value.charAt(13) != ':' || value.charAt(16) != ':' || (length > 20 && value.charAt(19) != '.')) {
+                return null;
+            }
+            int year = digits(value, 0, 4), month = digits(value, 5, 2), day = digits(value, 8, 2);
+            int hour = digits(value, 11, 2), minute = digits(value, 14, 2), second = digits(value, 17, 2);
+            int fraction = length > 20 ? digits(value, 20, length - 21) : 0;
+            if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59
+                    || second < 0 || second > 59 || fraction < 0 || day > daysInMonth(year, month)) {
+                return null;
+            }
+            for (int scale = length - 21; scale < 6 && length > 20; scale++) {
+                fraction *= 10;
+            }
+            long days = LocalDate.of(year, month, day).toEpochDay();
+            return (days * 86_400L + hour * 3_600L + minute * 60L + second) * 1_000_000L + fraction;
+        }
+
+        private static int daysInMonth(int year, int month) {
+            return month == 2 ? (Year.isLeap(year) ? 29 : 28) : (month == 4 || month == 6 || month == 9 || month == 11) ? 30 : 31;
+        }
+
+        /** The decimal value of {@code count} ASCII digits at {@code from}; -1 if any is not a digit. */
+        private static int digits(String value, int from, int count) {
+            int result = 0;
+            for (int i = from; i < from + count; i++) {
+                char c = value.charAt(i);
+                if (c < '0' || c > '9') {
+                    return -1;
+                }
+                result = result * 10 + (c - '0');
+            }
+            return result;
         }
 
         /** A number in the field's epoch unit as microseconds; null if it has digits below a microsecond. */

@@ -14,6 +14,8 @@ import java.time.LocalDateTime;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.unsafe.types.UTF8String;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -442,5 +444,50 @@ class RecordDecoderTest {
         assertEquals(5L, record(copy.call("{\"id\":5}".getBytes(StandardCharsets.UTF_8))).get(0));
         assertDeadLetter(copy.call("{\"id\":5,\"id\":5}".getBytes(StandardCharsets.UTF_8)), "malformed_json",
                 "repeated key");
+    }
+
+    /** The fast path for `yyyy-MM-ddTHH:mm:ss[.f]Z` gives Spark's own answer, and leaves every other form to Spark. */
+    @ParameterizedTest
+    @ValueSource(strings = {"2026-11-28T12:34:56Z", "2026-11-28T12:34:56.1Z", "2026-11-28T12:34:56.123Z",
+            "2026-11-28T12:34:56.123456Z", "1970-01-01T00:00:00Z", "1969-12-31T23:59:59.999999Z",
+            "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "2024-02-29T00:00:00Z", "1582-10-10T10:10:10Z",
+            "2000-02-29T23:59:59.5Z"})
+    void readsUtcTimestampsAsSparkDoes(String value) {
+        Long spark = (Long) DateTimeUtils.stringToTimestamp(UTF8String.fromString(value),
+                java.time.ZoneOffset.UTC).get();
+        assertEquals(spark, RecordDecoder.TimestampReader.utcMicros(value));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"2026-11-28T12:34:56", "2026-11-28 12:34:56Z", "2026-11-28T12:34:56.Z",
+            "2026-11-28T12:34:56.1234567Z", "2026-11-28T12:34:56+00:00", "2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z",
+            "2026-11-31T00:00:00Z", "2026-11-28T24:00:00Z", "2026-11-28T12:60:00Z", "2026-11-28T12:00:60Z",
+            "0000-01-01T00:00:00Z", " 2026-11-28T12:34:56Z", "2026-11-28T12:34:56z", "2026-1a-28T12:34:56Z",
+            "+2026-11-28T12:34:56Z", "2026-11-28"})
+    void leavesOtherFormsToSpark(String value) {
+        assertNull(RecordDecoder.TimestampReader.utcMicros(value));
+    }
+
+    @Test
+    void readsRandomUtcTimestampsAsSparkDoes() {
+        java.util.Random random = new java.util.Random(7);
+        for (int i = 0; i < 20_000; i++) {
+            String value = String.format("%04d-%02d-%02dT%02d:%02d:%02d", 1 + random.nextInt(9999),
+                    1 + random.nextInt(12), 1 + random.nextInt(31), random.nextInt(24), random.nextInt(60),
+                    random.nextInt(60));
+            int digits = random.nextInt(7);
+            if (digits > 0) {
+                value += "." + String.format("%06d", random.nextInt(1_000_000)).substring(0, digits);
+            }
+            value += "Z";
+            scala.Option<Object> spark = DateTimeUtils.stringToTimestamp(UTF8String.fromString(value),
+                    java.time.ZoneOffset.UTC);
+            Long fast = RecordDecoder.TimestampReader.utcMicros(value);
+            if (fast != null) {
+                assertEquals(spark.get(), fast, value);
+            } else {  // only impossible dates (day 29-31 past the month's end) leave the fast path
+                assertTrue(spark.isEmpty(), value);
+            }
+        }
     }
 }
