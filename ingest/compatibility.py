@@ -106,7 +106,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("delta", "added columns", "a field the YAML adds, or `schema.evolution: add`: no table feature"),
     Feature("delta", "timestampNtz", "a `timestamp_ntz` field in the schema", delta_reader_feature="timestampNtz"),
     Feature("delta", "INT96 and INT64 timestamps in one table",
-            "a table written before 2026-11-28 (Spark's INT96) and appended to since (INT64 microseconds)"),
+            "a table holding files with INT96 timestamps (Spark's default, which older Lakeline releases wrote) and "
+            "files with INT64 microseconds (what Lakeline, delta-rs and Iceberg write)"),
     Feature("delta", "typeWidening",
             "a declared widening (int to bigint, float to double, decimal precision up) of an existing column, "
             "only with `sink.allow_features: [typeWidening]`", delta_reader_feature="typeWidening"),

@@ -725,8 +725,8 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
         /**
          * Epoch microseconds of {@code value} when it is exactly {@code yyyy-MM-ddTHH:mm:ss[.f]Z} with 1-6 fraction
          * digits and a valid date and time, else null (Spark's general parser then decides, so the result is always
-         * Spark's). Most producers send this form, and Spark's parser builds a ZonedDateTime for every value: a
-         * tenth of a Delta drain's task time (bench/results/drain-profile-2026-11-28.md).
+         * Spark's). Most producers send this form, and Spark's parser builds a ZonedDateTime for every value: about
+         * 3 % of a Delta drain's task time (bench/results/drain-profile-2026-11-28.md).
          */
         static Long utcMicros(String value) {
             int length = value.length();
