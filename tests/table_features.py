@@ -113,8 +113,8 @@ def delta_timestamp_ntz(root: Path) -> Fixture:
 
 
 def delta_mixed_timestamps(root: Path) -> Fixture:
-    """`event_time` as INT64 microseconds in one file (Lakeline since 2026-11-28, delta-rs) and as INT96 in
-    another (Spark's default, Lakeline's files before)."""
+    """`event_time` as INT64 microseconds in one file (what Lakeline and delta-rs write) and as INT96 in another
+    (Spark's default, which older Lakeline releases wrote)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from deltalake import write_deltalake

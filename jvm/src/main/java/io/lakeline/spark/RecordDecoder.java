@@ -742,15 +742,18 @@ public final class RecordDecoder implements UDF1<byte[], Row> {
                     || second < 0 || second > 59 || fraction < 0 || day > daysInMonth(year, month)) {
                 return null;
             }
-            for (int scale = length - 21; scale < 6 && length > 20; scale++) {
-                fraction *= 10;
+            for (int scale = length > 20 ? length - 21 : 6; scale < 6; scale++) {
+                fraction *= 10;  // to microseconds
             }
             long days = LocalDate.of(year, month, day).toEpochDay();
             return (days * 86_400L + hour * 3_600L + minute * 60L + second) * 1_000_000L + fraction;
         }
 
         private static int daysInMonth(int year, int month) {
-            return month == 2 ? (Year.isLeap(year) ? 29 : 28) : (month == 4 || month == 6 || month == 9 || month == 11) ? 30 : 31;
+            if (month == 2) {
+                return Year.isLeap(year) ? 29 : 28;
+            }
+            return month == 4 || month == 6 || month == 9 || month == 11 ? 30 : 31;
         }
 
         /** The decimal value of {@code count} ASCII digits at {@code from}; -1 if any is not a digit. */
