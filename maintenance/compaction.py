@@ -25,7 +25,7 @@ from ingest.formats.table_maintenance import Layout, PartitionRewriter, RewriteN
 from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, measure_without_spark, open_table, table_ref
 from maintenance.policy import MaintainedTable, PartitionChoice, decide, format_size, settled_range
-from maintenance.yielding import commits_at_stream_weight, spark_jobs_running
+from maintenance.yielding import at_stream_weight, commits_at_stream_weight, spark_jobs_running
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +315,8 @@ def _commit_without_spark(rewriter: PartitionRewriter, layout: Layout, partition
     """One partition's commit through the format's own library; None when the table needs Spark's rewrite."""
     started = time.monotonic()
     try:
-        outcome, attempts, error = _with_retries(lambda: rewriter.rewrite_partitions(partitions, layout),
+        outcome, attempts, error = _with_retries(lambda: rewriter.rewrite_partitions(partitions, layout,
+                                                                                      at_stream_weight),
                                                  partitions[0], lambda _exc: None, sleep)
     except RewriteNeedsSpark as exc:
         log.info(f"  {partitions[0]}: rewritten through Spark ({exc})")

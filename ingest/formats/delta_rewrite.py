@@ -21,6 +21,7 @@ import json
 import logging
 import time
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from ingest.adapters.object_store import S3Files, is_s3_uri
@@ -29,7 +30,7 @@ from ingest.formats.table_maintenance import Layout, Rewrite, RewriteNeedsSpark
 from ingest.partitioning import parse_key
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ingest.settings import Settings
 
@@ -88,17 +89,19 @@ class DeltaRsRewriter:
         self.files = files if files is not None else S3Files(settings)
         self.checksums_written = 0
 
-    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout) -> Rewrite:
+    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
+                           urgent: "Callable[[], AbstractContextManager]" = nullcontext) -> Rewrite:
         """Compact each partition in a commit of its own (counts summed). CommitConflict when a commit lost to a
-        writer that removed the same files."""
+        writer that removed the same files. The checksum is written under `urgent`: the stream's LogStore waits
+        for it (2 s) before rebuilding the state itself."""
         total = Rewrite(0, 0, 0)
         for partition in partitions:
-            one = self._rewrite(partition, layout)
+            one = self._rewrite(partition, layout, urgent)
             total = Rewrite(total.files_removed + one.files_removed, total.files_added + one.files_added,
                             total.bytes_rewritten + one.bytes_rewritten)
         return total
 
-    def _rewrite(self, partition: str, layout: Layout) -> Rewrite:
+    def _rewrite(self, partition: str, layout: Layout, urgent: "Callable[[], AbstractContextManager]") -> Rewrite:
         from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
         from deltalake.exceptions import CommitFailedError, DeltaProtocolError
 
@@ -118,7 +121,8 @@ class DeltaRsRewriter:
         except DeltaProtocolError as exc:  # table features delta-rs does not write
             raise RewriteNeedsSpark(str(exc).splitlines()[0][:200]) from exc
         if metrics["numFilesRemoved"]:
-            self._write_checksum(read_version, token)
+            with urgent():
+                self._write_checksum(read_version, token)
         return Rewrite(int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
                        int((metrics.get("filesRemoved") or {}).get("totalSize") or 0))
 
