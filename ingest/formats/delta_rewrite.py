@@ -123,8 +123,10 @@ class DeltaRsRewriter:
         if metrics["numFilesRemoved"]:
             with urgent():
                 self._write_checksum(read_version, token)
+        removed = metrics.get("filesRemoved") or {}
+        removed = json.loads(removed) if isinstance(removed, str) else removed  # delta-rs 1.6 gives it as JSON text
         return Rewrite(int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
-                       int((metrics.get("filesRemoved") or {}).get("totalSize") or 0))
+                       int(removed.get("totalSize") or 0))
 
     def _log(self, name: str) -> str:
         return f"{self.ref}/_delta_log/{name}"
