@@ -12,8 +12,9 @@ sized for this scale (small files below half of 32MB, a per-run byte budget, the
 load, --history bursts of sample events with event times over the past two days make a few dozen settled
 partitions of small files, as a day of running leaves behind. Airflow (AIRFLOW_HOME in the temp dir, the repo's
 dags/, a SQLite database, LocalExecutor with two task slots): api-server (execution API only), scheduler and
-dag-processor, the compaction DAGs every --compact-every minutes (LAKELINE_DAG_COMPACT_EVERY), retention after
-each compaction and the checkpoint backups every --backup-every minutes; the drill and freshness DAGs stay
+dag-processor, the compaction DAGs every --compact-every minutes (LAKELINE_DAG_COMPACT_EVERY), the files-bound
+DAGs every --bound-every minutes (LAKELINE_DAG_BOUND_EVERY), retention after each compaction and the checkpoint
+backups every --backup-every minutes; the drill and freshness DAGs stay
 paused. The load is bench.load in one-minute segments scheduled back to back (one continuous schedule).
 
 Per minute of intended send time: commit-visible latency per table (commit timestamp - intended send time, read
@@ -643,6 +644,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     from ingest.adapters.object_store import s3_client
     from ingest.config import load_pipeline
     from ingest.events import CommitRetried, PipelineFailed, RunStarted
+    from ingest.formats import format_for
     from ingest.produce import produce
     from maintenance.tasks import table_pool
 
@@ -657,6 +659,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     env = {**os.environ, "LAKELINE_WAREHOUSE": f"s3a://{bucket}/warehouse", "LAKELINE_CONF_DIR": str(conf),
            "LAKELINE_SPARK_CONF": json.dumps(spark_conf),
            "LAKELINE_DAG_COMPACT_EVERY": str(args.compact_every), "LAKELINE_DAG_BACKUP_EVERY": str(args.backup_every),
+           "LAKELINE_DAG_BOUND_EVERY": str(args.bound_every),
            "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
                                                      os.environ.get("PYTHONPATH")) if p)}
     events_files: list[Path] = []  # one per start of the application
@@ -717,12 +720,13 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             sent = restart("fresh", "on fresh tables", 500, sent)
         if not args.no_maintenance:
             airflow.start([table_pool(t["table"]) for t in tables.values()])
-        dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values() for kind in ("compact", "retain")] + \
-            [f"lakeline_checkpoint_backup__{t['table']}" for t in tables.values()]
+        dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values()
+                   for kind in ("compact", "retain", "checkpoint_backup")] + \
+            [f"lakeline_bound__{t['table']}" for fmt, t in tables.items() if format_for(fmt).rewrites_without_spark]
         groups = {"app": [app.pid]}
         if not args.no_maintenance:
             airflow.wait_parsed(dag_ids)
-            airflow.unpause(f"^lakeline_(compact|retain|checkpoint_backup)__steady_.*_{run_id}$")
+            airflow.unpause(f"^lakeline_(compact|bound|retain|checkpoint_backup)__steady_.*_{run_id}$")
             groups["airflow"] = airflow.pids()
         sampler = Sampler(trackers, groups)
         load = Load(topic, args.rate, args.minutes * 60)
@@ -785,6 +789,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             "compactions_failed": sum(1 for m in ran if m["task"] == "compact" and m["state"] == "failed"),
             "compaction_retries": sum(max(0, (m["tries"] or 1) - 1) for m in ran if m["task"] == "compact"),
             "retentions": sum(1 for m in ran if m["task"] == "retain" and m["state"] == "success"),
+            "bound_runs": sum(1 for m in ran if m["task"] == "bound" and m["state"] == "success"),
             "backups": sum(1 for m in maintenance if m["dag"] == f"lakeline_checkpoint_backup__{table['table']}"
                            and m["task"] == "verify" and m["state"] == "success"),
             "stream_commit_retries": sum(1 for e in retried if table["table"] in e.table),
@@ -887,7 +892,8 @@ def markdown(results: list[dict]) -> str:
                            f"{result['lost_batches']}; reconcile {table['reconcile']}.\n")
             elif result["system"] == "lakeline":
                 out.append(f"Compactions {table['compactions']} (failed {table['compactions_failed']}, retried "
-                           f"{table['compaction_retries']}), retentions {table['retentions']}, checkpoint backups "
+                           f"{table['compaction_retries']}), files-bound runs {table.get('bound_runs', 0)}, "
+                           f"retentions {table['retentions']}, checkpoint backups "
                            f"verified {table['backups']}, stream commits retried {table['stream_commit_retries']}, "
                            f"lost batches {result['lost_batches']}; reconcile {table['reconcile']}.\n")
             if result["system"] == "lakeline" and "slow_batches" in table:
@@ -961,6 +967,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=int, default=30, help="minutes of load (default 30)")
     parser.add_argument("--compact-every", type=int, default=5, help="minutes between compaction runs (default 5)")
     parser.add_argument("--backup-every", type=int, default=2, help="minutes between checkpoint backups (default 2)")
+    parser.add_argument("--bound-every", type=int, default=1,
+                        help="minutes between runs of the files-bound DAGs (default 1)")
     parser.add_argument("--history", type=int, default=6, help="bursts of history before the load (default 6)")
     parser.add_argument("--history-records", type=int, default=3000, help="records per history burst")
     parser.add_argument("--wait-maintenance", type=float, default=0, metavar="MIN",

@@ -9,6 +9,10 @@
   that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
   threshold.
+- lakeline_bound__<table>, for tables whose format rewrites without Spark (Delta): every LAKELINE_DAG_BOUND_EVERY
+  minutes (5), the hot partitions over the policy's max_files_per_partition rewritten by delta-rs (seconds, where
+  a Spark task beside the stream takes minutes), so the bound holds between compaction runs. No pool: it never starts
+  Spark, and a conflict with the compaction's own rewrite of the partition is retried.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
   guards. Its task and the compact task
@@ -27,6 +31,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
+from ingest.formats import format_for
 from ingest.settings import compact_cron, load_settings
 from maintenance import tasks
 from maintenance.policy import load_table
@@ -42,9 +47,11 @@ DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minu
                 "retry_exponential_backoff": True}
 
 
-def table_files() -> dict[str, str]:
-    """table name -> YAML path, for every table file (an invalid one fails the import, naming it)."""
-    return {load_table(str(path), CONF_DIR).name: str(path) for path in sorted((CONF_DIR / "tables").glob("*.yaml"))}
+def table_files() -> dict[str, tuple[str, bool]]:
+    """table name -> (YAML path, whether its format rewrites without Spark), for every table file (an invalid one
+    fails the import, naming it)."""
+    tables = [(load_table(str(path), CONF_DIR), str(path)) for path in sorted((CONF_DIR / "tables").glob("*.yaml"))]
+    return {table.name: (path, format_for(table.format).rewrites_without_spark) for table, path in tables}
 
 
 def compacted_asset(name: str) -> Asset:
@@ -88,6 +95,20 @@ def compact_dag(name: str, path: str):
     return compaction()
 
 
+def bound_dag(name: str, path: str):
+    @dag(dag_id=f"lakeline_bound__{name}", schedule=timedelta(minutes=SETTINGS.dag_bound_every), start_date=START,
+         catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
+         doc_md=f"The files-per-partition bound of table `{name}` (`{path}`); see `lakeline compact --help`.")
+    def bounding():
+        @task
+        def bound() -> dict:
+            return tasks.bound(path, CONF_DIR, _as_of())
+
+        bound()
+
+    return bounding()
+
+
 def retain_dag(name: str, path: str):
     # After each compaction, and daily in any case: a table that is never compacted (still written, or under
     # threshold) must not keep its old versions for ever.
@@ -107,6 +128,8 @@ def retain_dag(name: str, path: str):
     return retention()
 
 
-for _name, _path in table_files().items():
+for _name, (_path, _without_spark) in table_files().items():
     compact_dag(_name, _path)
+    if _without_spark:  # elsewhere the compaction run keeps the bound (Spark's rewrite)
+        bound_dag(_name, _path)
     retain_dag(_name, _path)

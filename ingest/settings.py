@@ -130,6 +130,9 @@ class Settings(BaseSettings):
         "a divisor of 60, or a whole number of hours dividing 24. Lower it to compress the schedule (a soak or a "
         "benchmark)."))
     dag_backup_every: int = Field(15, ge=1, description="Minutes between runs of the checkpoint backup DAGs.")
+    dag_bound_every: int = Field(5, ge=1, description=(
+        "Minutes between runs of the files-bound DAGs: the partitions over the table policy's "
+        "max_files_per_partition rewritten without Spark where the format can (Delta, through delta-rs)."))
     task_launcher: Literal["local", "spark-submit"] = Field("local", description=(
         "How Airflow tasks start `lakeline`: local (python -m lakeline beside the worker) or spark-submit "
         "(against LAKELINE_SPARK_MASTER, client mode)."))

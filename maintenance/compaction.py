@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 from ingest.errors import CommitConflict
 from ingest.formats import LakeTable, format_for
-from ingest.formats.table_maintenance import Layout, TableFiles
+from ingest.formats.table_maintenance import Layout, PartitionRewriter, RewriteNeedsSpark, TableFiles
 from ingest.retry import retrying
-from maintenance.health import collect_health, health_json, open_table
+from maintenance.health import collect_health, health_json, measure_without_spark, open_table, table_ref
 from maintenance.policy import MaintainedTable, PartitionChoice, decide, format_size, settled_range
-from maintenance.yielding import commits_at_stream_weight, spark_jobs_running
+from maintenance.yielding import at_stream_weight, commits_at_stream_weight, spark_jobs_running
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class CommitResult:
     bytes_rewritten: int = 0
     seconds: float = 0.0
     attempts: int = 0
+    spark: bool = True  # rewritten by Spark (False: by the format's own library, no JVM)
 
 
 @dataclass
@@ -149,14 +150,22 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
             sleep: Callable[[float], None] = time.sleep,
             on_progress: Callable[[int, int, PartitionResult], None] | None = None,
             measured: TableFiles | None = None,
-            start_spark: "Callable[[], SparkSession] | None" = None) -> CompactionResult:
+            start_spark: "Callable[[], SparkSession] | None" = None, bound_only: bool = False) -> CompactionResult:
     """Compact the partitions the policy selects (or only `partitions`, or only those that settled in a
     scheduler `interval`). `now` decides what is hot. `on_progress(done, total, partition)` after each partition.
     Given the table `measured` (maintenance.health.measure_without_spark), the plan needs no Spark: a dry run none
-    at all, and a real run starts it (`start_spark`, when `spark` is None) only when the plan rewrites something."""
+    at all, and a real run starts it (`start_spark`, when `spark` is None) only when the plan rewrites something.
+    A hot partition over the bound is rewritten by the format's own library where it can (no JVM: seconds, where
+    Spark's rewrite beside a stream took minutes). `bound_only`: only those, and never Spark (what only Spark can
+    rewrite is skipped, left to the next compaction run)."""
     started = time.monotonic()
+    if bound_only and measured is None and spark is None:
+        log.info(f"  {table.name}: not measurable without Spark; its bound is left to the compaction run")
+        return CompactionResult(table.name, table.format, dry_run, seconds=time.monotonic() - started)
     health = collect_health(spark, table, settings, now, measured=measured)
     plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot, interval=interval)
+    if bound_only:
+        plan = plan.bound_only()
     result = CompactionResult(table.name, table.format, dry_run,
                               skipped_by_policy=[asdict(s) for s in plan.skipped],
                               interval=None if interval is None else [
@@ -179,19 +188,37 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
     if not plan.chosen:
         result.seconds = time.monotonic() - started
         return result
-    if spark is None and start_spark is not None:
-        spark = start_spark()
-    lake = open_table(spark, table, settings)
-    table.columns_check(lake.read().columns)
     compaction = table.policy.compaction
     layout = Layout(compaction.target_bytes, compaction.small_below, tuple(compaction.sort_by),
                     tuple(compaction.zorder_by))
     classify = format_for(table.format).classify
-    groups = commit_groups(plan.chosen, set(plan.hot))
+    hot = set(plan.hot)
+    rewriter = format_for(table.format).rewriter(table_ref(table, settings), settings, layout) if hot else None
+    lake: LakeTable | None = None
+
+    def in_spark() -> LakeTable:
+        nonlocal spark, lake
+        if lake is None:
+            if spark is None and start_spark is not None:
+                spark = start_spark()
+            lake = open_table(spark, table, settings)
+            table.columns_check(lake.read().columns)
+        return lake
+
+    groups = commit_groups(plan.chosen, hot)
     done = 0
     for number, group in enumerate(groups, start=1):
-        commit = _commit(lake, layout, [c.partition for c in group], classify, sleep,
-                         lambda: commits_at_stream_weight(spark_jobs_running(spark)))
+        names = [c.partition for c in group]
+        commit = None
+        if rewriter is not None and names[0] in hot:
+            commit = _commit_without_spark(rewriter, layout, names, sleep)
+            if commit is None:
+                rewriter = None  # the table needs Spark's rewrite: so do the partitions after this one
+        if commit is None and bound_only:
+            commit = CommitResult(names, "skipped", "needs Spark's rewrite: left to the compaction run")
+        elif commit is None:
+            commit = _commit(in_spark(), layout, names, classify, sleep,
+                             lambda: commits_at_stream_weight(spark_jobs_running(spark)))
         result.commits.append(commit)
         for choice in group:
             part = PartitionResult(choice.partition, commit.status, commit.reason, choice.files,
@@ -200,15 +227,16 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
             done += 1
             if on_progress is not None:
                 on_progress(done, len(plan.chosen), part)
-        log.info(f"  commit {number}/{len(groups)} ({_names(group)}): {commit.status}, {commit.files_rewritten} "
+        log.info(f"  commit {number}/{len(groups)} ({_names(group)}{'' if commit.spark else ', without Spark'}): "
+                 f"{commit.status}, {commit.files_rewritten} "
                  f"files rewritten into {commit.files_written} ({sum(c.files for c in group)} when planned), "
                  f"{format_size(commit.bytes_rewritten)} in {commit.seconds:.1f}s"
                  f"{'' if commit.status == 'compacted' else ' (' + commit.reason + ')'}")
-    if any(p.status == "compacted" for p in result.partitions):
+    if lake is not None and any(p.status == "compacted" for p in result.partitions):
         tidied = _with_retries(lake.maintenance.tidy_metadata, "rewrite_manifests", classify, sleep)[0]
         result.manifests_rewritten = tidied or 0
     if result.partitions:
-        counts = _counts_now(lake)
+        counts = _counts_now(lake, table, settings)
         count_after(result.partitions, counts)
         result.table_files_now = None if counts is None else sum(counts.values())
     result.seconds = time.monotonic() - started
@@ -221,9 +249,18 @@ def count_after(partitions: list[PartitionResult], counts: dict[str, int] | None
         part.files_now = None if counts is None else counts.get(part.partition, 0)
 
 
-def _counts_now(lake: LakeTable) -> dict[str, int] | None:
+def _counts_now(lake: LakeTable | None, table: MaintainedTable, settings: "Settings") -> dict[str, int] | None:
+    """Spark's count where the run started it, else the format library's (measure_without_spark)."""
     try:
-        return lake.maintenance.file_counts()
+        if lake is not None:
+            return lake.maintenance.file_counts()
+        measured = measure_without_spark(table, settings)
+        if measured is None:
+            return None
+        counts: dict[str, int] = {}
+        for partition, _, _ in measured.files:
+            counts[partition] = counts.get(partition, 0) + 1
+        return counts
     except Exception as exc:  # noqa: BLE001 - the compaction is done; only its report lacks the count after
         log.warning(f"files after the compaction not counted: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         return None
@@ -239,6 +276,8 @@ def _with_retries(action, what: str, classify, sleep) -> tuple[object | None, in
         tries += 1
         try:
             return action()
+        except CommitConflict:
+            raise
         except Exception as exc:  # noqa: BLE001 - classified: only conflicts are retried
             if classify(exc) is not CommitConflict:
                 raise
@@ -269,6 +308,25 @@ def commit_groups(chosen: list[PartitionChoice], hot: set[str],
 def _names(group: list[PartitionChoice]) -> str:
     first = group[0].partition or "(table)"
     return first if len(group) == 1 else f"{first} and {len(group) - 1} more"
+
+
+def _commit_without_spark(rewriter: PartitionRewriter, layout: Layout, partitions: list[str],
+                          sleep) -> CommitResult | None:
+    """One partition's commit through the format's own library; None when the table needs Spark's rewrite."""
+    started = time.monotonic()
+    try:
+        outcome, attempts, error = _with_retries(lambda: rewriter.rewrite_partitions(partitions, layout,
+                                                                                      at_stream_weight),
+                                                 partitions[0], lambda _exc: None, sleep)
+    except RewriteNeedsSpark as exc:
+        log.info(f"  {partitions[0]}: rewritten through Spark ({exc})")
+        return None
+    seconds = time.monotonic() - started
+    if outcome is None:
+        return CommitResult(partitions, "skipped", error, seconds=seconds, attempts=attempts, spark=False)
+    return CommitResult(partitions, "compacted", f"{outcome.files_removed} files rewritten into "
+                        f"{outcome.files_added}", outcome.files_removed, outcome.files_added,
+                        outcome.bytes_rewritten, seconds, attempts, spark=False)
 
 
 def _commit(lake: LakeTable, layout: Layout, partitions: list[str], classify, sleep,

@@ -335,6 +335,15 @@ class Plan:
     def hot_over_bound(self) -> int:
         return len(self.hot)
 
+    def bound_only(self) -> "Plan":
+        """Only the partitions chosen for the bound (hot and over max_files_per_partition); the others are left
+        to the next compaction run."""
+        hot = set(self.hot)
+        left = [PartitionChoice(c.partition, "skip", "not over max_files_per_partition: left to the compaction run",
+                                c.files, c.bytes, c.small_files) for c in self.chosen if c.partition not in hot]
+        chosen = [c for c in self.chosen if c.partition in hot]
+        return Plan(self.table, chosen, self.skipped + left, sum(c.bytes for c in chosen), 0, 0, list(self.hot))
+
 
 def settled_range(interval: tuple[datetime | None, datetime], compaction: Compaction
                   ) -> tuple[datetime | None, datetime]:

@@ -204,6 +204,12 @@ def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool,
                          *(["--dry-run"] if dry_run else [])]).output
 
 
+def bound(table: str, conf_dir: str | Path, as_of: str) -> dict:
+    """The hot partitions over the policy's bound, rewritten without Spark (`lakeline compact --bound-only`)."""
+    return run_lakeline(["compact", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--bound-only",
+                         "--output", "json"]).output
+
+
 def retain(table: str, conf_dir: str | Path, as_of: str) -> dict:
     """Scheduled retention deletes (within the table file's guards); `lakeline retain` alone is a dry run."""
     return run_lakeline(["retain", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--delete",

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ingest.config import PipelineConfig
     from ingest.evolution import SchemaChange
-    from ingest.formats.table_maintenance import TableMaintenance
+    from ingest.formats.table_maintenance import Layout, PartitionRewriter, TableMaintenance
     from ingest.formats.table_reader import TableReader
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
@@ -152,6 +152,7 @@ class TableFormat(ABC):
 
     name: ClassVar[str]
     version_noun: ClassVar[str]  # "versions" / "snapshots"
+    rewrites_without_spark: ClassVar[bool] = False  # `rewriter` can return one (where the table allows)
     metadata_noun: ClassVar[str]  # "log" / "metadata"
 
     @abstractmethod
@@ -186,6 +187,11 @@ class TableFormat(ABC):
 
     def layout_problem(self, sort_by: list[str], zorder_by: list[str]) -> str | None:
         """Why this format cannot compact with that layout (None: it can)."""
+        return None
+
+    def rewriter(self, ref: str, settings: "Settings", layout: "Layout") -> "PartitionRewriter | None":
+        """Compaction of the table at `ref` without Spark (its own library), or None where only Spark's
+        (`LakeTable.maintenance.rewrite_partitions`) can."""
         return None
 
     @abstractmethod

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from ingest.config import PipelineConfig
     from ingest.formats.delta_reader import DeltaTableReader
+    from ingest.formats.delta_rewrite import DeltaRsRewriter
+    from ingest.formats.table_maintenance import Layout
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
@@ -174,6 +176,7 @@ class DeltaFormat(TableFormat):
     name = "delta"
     version_noun = "versions"
     metadata_noun = "log"
+    rewrites_without_spark = True
 
     def ref(self, config: "PipelineConfig", settings: "Settings", table: str | None = None) -> str:
         return config.delta_location(settings, table)
@@ -201,6 +204,11 @@ class DeltaFormat(TableFormat):
             return "compaction.sort_by: Delta OPTIMIZE has no plain sort; use zorder_by (or leave both empty " \
                    "for bin-packing)"
         return None
+
+    def rewriter(self, ref: str, settings: "Settings", layout: "Layout") -> "DeltaRsRewriter | None":
+        from ingest.formats.delta_rewrite import rewriter_for
+
+        return rewriter_for(ref, settings, layout)
 
     def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "DeltaTableReader":
         from ingest.formats.delta_reader import DeltaTableReader

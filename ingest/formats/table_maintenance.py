@@ -7,12 +7,13 @@ format has its own (`delta_maintenance.py`, `iceberg_maintenance.py`), so caller
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyspark.sql import DataFrame
 
@@ -49,6 +50,20 @@ class Rewrite:
     files_removed: int
     files_added: int
     bytes_rewritten: int
+
+
+class RewriteNeedsSpark(Exception):
+    """A Spark-free rewrite cannot do this table (table features its library does not write): use Spark's."""
+
+
+class PartitionRewriter(Protocol):
+    """Compaction without Spark (`TableFormat.rewriter`): each partition in a commit of its own."""
+
+    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
+                           urgent: "Callable[[], AbstractContextManager]" = nullcontext) -> Rewrite:
+        """The counts of the commits alone. CommitConflict when a commit lost to a conflicting writer,
+        RewriteNeedsSpark when the table needs Spark's rewrite. `urgent` wraps what a live stream waits for after
+        a commit (Delta's checksum)."""
 
 
 @dataclass

@@ -45,6 +45,9 @@ def register(sub) -> None:
     compact.add_argument("--partitions", nargs="+", metavar="P",
                          help="only these partitions (values like 2026-11-20 or col=value)")
     compact.add_argument("--include-hot", action="store_true", help="also compact the hot partition")
+    compact.add_argument("--bound-only", action="store_true",
+                         help="only the hot partitions over the policy's max_files_per_partition, rewritten without "
+                              "Spark (Delta: delta-rs); a table only Spark can rewrite is left to the next run")
     compact.add_argument("--interval", nargs=2, metavar=("START", "END"),
                          help="a scheduler run's data interval (ISO times; START may be '-'): decide as of END "
                               "(--now defaults to it), and take first the partitions that went quiet in the "
@@ -187,9 +190,11 @@ def run_compact(args) -> ExitCode:
             # The plan measures without a JVM where it can (under a stream, Spark's measure of a niced command
             # took minutes); Spark starts for the rewrite only, when there is one.
             measured = measure_without_spark(one, settings)
-            result = compact(None if measured else session(), one, settings, now, dry_run=args.dry_run,
+            result = compact(None if measured or args.bound_only else session(), one, settings, now,
+                             dry_run=args.dry_run,
                              partitions=args.partitions, include_hot=args.include_hot, interval=interval,
-                             on_progress=advance, measured=measured, start_spark=session)
+                             on_progress=advance, measured=measured, start_spark=session,
+                             bound_only=args.bound_only)
         if not args.dry_run:
             metrics.report(settings, "compaction", {"table": one.name}, metrics.compaction_figures(result))
         results.append((result.to_json(), result.summary))

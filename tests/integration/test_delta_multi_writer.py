@@ -136,3 +136,37 @@ def test_local_checkpoints_keep_sparks_rename_protocol(spark, tmp_path):
     assert (tmp_path / "offsets" / "0").read_text() == "v1\nlocal"
     with pytest.raises(Exception, match="FileAlreadyExistsException|already exists"):
         _write(jvm, manager, f"file://{tmp_path}/offsets/0", "v1\nagain", overwrite=False)
+
+
+def test_a_delta_rs_rewrite_commits_beside_spark_with_a_checksum_spark_accepts(spark, settings):
+    """The Spark-free rewrite of a partition (the compaction of the hot partition's bound) commits with delta-rs and
+    writes its version's N.crc from the version before's: the counts equal delta-rs' own state at that version,
+    Spark reads the table through it, and Spark's next commit derives its checksum from it."""
+    from deltalake import DeltaTable as RsTable
+
+    from ingest.formats.delta import delta_rs_uri, delta_storage_options
+    from ingest.formats.delta_rewrite import DeltaRsRewriter
+    from ingest.formats.table_maintenance import Layout
+
+    table = f"{settings.warehouse}/delta/rewrite_{uuid.uuid4().hex[:8]}"
+    rows = lambda start, end: spark.range(start, end).selectExpr("id", "CAST(id % 2 AS STRING) AS p")  # noqa: E731
+    for start in range(0, 60, 10):  # six commits of one small file per partition
+        rows(start, start + 10).coalesce(1).write.format("delta").mode("append").partitionBy("p").save(table)
+    before = spark.read.format("delta").load(table).where("p = '0'").count()
+
+    rewriter = DeltaRsRewriter(table, settings)
+    outcome = rewriter.rewrite_partitions(["p=0"], Layout(64 * 1024 ** 2, 32 * 1024 ** 2))
+    assert (outcome.files_removed, outcome.files_added) == (6, 1) and rewriter.checksums_written == 1
+
+    version = 6  # versions 0-5 are Spark's appends
+    checksum = json.loads(_read(settings, f"{table}/_delta_log/{version:020d}.crc"))
+    state = RsTable(delta_rs_uri(table), version=version, storage_options=delta_storage_options(settings))
+    sizes = state.get_add_actions(flatten=True).column("size_bytes").to_pylist()
+    assert (checksum["numFiles"], checksum["tableSizeBytes"]) == (len(sizes), sum(sizes))
+    assert len(sizes) == 7  # partition p=1's six files and p=0's one
+    assert spark.read.format("delta").load(table).where("p = '0'").count() == before == 30
+
+    rows(60, 70).coalesce(1).write.format("delta").mode("append").partitionBy("p").save(table)
+    after = json.loads(_read(settings, f"{table}/_delta_log/{version + 1:020d}.crc"))
+    assert after["numFiles"] == checksum["numFiles"] + 2  # one new file per partition, on top of the rewrite's
+    assert spark.read.format("delta").load(table).count() == 70

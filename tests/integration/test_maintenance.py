@@ -446,3 +446,52 @@ def test_compact_commands_beside_a_live_stream_report_true_counts_in_quiet_outpu
     # library noise of the kinds above; it is left to the stop path's own tests.
     _quiet(text, "lakeline ingest", traces=True)
     assert "batch" in text and produced.count == 1200
+
+
+# Heavy: about 90 s (the stream's driver start, its load, reconcile); the compaction itself takes
+# seconds and starts no JVM.
+@pytest.mark.heavy
+def test_the_files_bound_rewrites_the_live_delta_partition_without_spark_beside_the_stream(conf_dir, settings,
+                                                                                          spark, tmp_path):
+    """`lakeline compact --bound-only` (the files-bound DAG's task) beside a live stream: the partition the stream
+    writes, over max_files_per_partition, is rewritten by delta-rs in a commit whose checksum it writes, no
+    Spark started; the stream goes on, its next commits keep their checksums, and the rows are exactly once."""
+    config, table, _ = _setup(conf_dir, "delta", max_offsets=150,
+                              compaction={"max_files_per_partition": 4, "min_small_files": 3})
+    pipeline_path = conf_dir / f"{config.pipeline}.yaml"
+    produced = Produced(produce(config, settings, 600, seed=71).count, 0)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "LAKELINE_SPARK_MASTER": "local[1]"}
+    log = open(tmp_path / "stream.log", "w")
+    stream = subprocess.Popen([sys.executable, "-m", "lakeline", "ingest", "--pipeline", str(pipeline_path),
+                               "--trigger", "processing-time=500ms"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_for(lambda: _has_table(spark, table, settings) and max(
+            (p.files for p in collect_health(spark, table, settings).partitions), default=0) > 4,
+            "a partition over the bound", stream, tmp_path)
+        with producing(config, settings, chunk=50, rate=50, seed=72, produced=produced):
+            done = subprocess.run([sys.executable, "-m", "lakeline", "compact", "--table", config.pipeline,
+                                   "--conf-dir", str(conf_dir), "--bound-only", "--output", "json"],
+                                  capture_output=True, text=True, env=env, timeout=300)
+            assert done.returncode == 0, done.stderr[-3000:]
+            report = json.loads(done.stdout)
+            compacted = [c for c in report["commits"] if c["status"] == "compacted"]
+            assert compacted and all(c["spark"] is False for c in report["commits"]), report
+            assert all(c["files_rewritten"] > c["files_written"] >= 1 for c in compacted), report
+            assert all(p["files_now"] >= 0 for p in report["partitions"]), report
+            assert "without Spark" in done.stderr and "SparkContext" not in done.stderr, done.stderr[-3000:]
+            _quiet(done.stderr, "lakeline compact --bound-only")
+        _wait_for_catch_up(lambda: _landed(spark, config, settings), produced.count, stream, tmp_path)
+        assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
+    finally:
+        stream.send_signal(signal.SIGTERM)
+        code = stream.wait(120)
+        log.close()
+    assert code == 0, (tmp_path / "stream.log").read_text()[-3000:]
+    # Every version has its checksum, the rewrite's included (delta-rs writes none itself).
+    from ingest.adapters.object_store import S3Files
+
+    names = S3Files(settings).list_names(f"{table_ref(table, settings)}/_delta_log")
+    commits = {n[:20] for n in names if n.endswith(".json") and n[:20].isdigit()}
+    assert commits and commits <= {n[:20] for n in names if n.endswith(".crc")}, sorted(names)
+    report = reconcile(config, settings, spark)
+    assert report.exact and report.produced == produced.count, report

@@ -101,3 +101,36 @@ def test_the_format_is_asked_for_all_the_settled_partitions_in_one_call_and_the_
     _commit(_lake(rewrite), None, [""], _never_conflicts, sleep=lambda _s: None)
     assert asked == [["h=11", "h=10"], None]
     assert (commit.partitions, commit.files_rewritten, commit.files_written) == (["h=11", "h=10"], 12, 2)
+
+
+def test_a_rewrite_without_spark_retries_its_conflicts_then_skips_and_says_it_used_no_spark():
+    from maintenance.compaction import _commit_without_spark
+
+    class Conflicting:
+        calls = 0
+
+        def rewrite_partitions(self, partitions, layout, urgent=None):
+            Conflicting.calls += 1
+            raise CommitConflict("Commit failed: a concurrent transaction deleted the same data")
+
+    commit = _commit_without_spark(Conflicting(), None, ["d=1"], sleep=lambda _s: None)
+    assert (commit.status, commit.spark, Conflicting.calls) == ("skipped", False, 4)
+    assert commit.reason.startswith("conflict after 4 attempts")
+
+    class Rewriting:
+        def rewrite_partitions(self, partitions, layout, urgent=None):
+            return Rewrite(61, 1, 9_000_000)
+
+    done = _commit_without_spark(Rewriting(), None, ["d=1"], sleep=lambda _s: None)
+    assert (done.status, done.files_rewritten, done.files_written, done.spark) == ("compacted", 61, 1, False)
+
+
+def test_a_table_the_library_cannot_write_goes_back_to_spark():
+    from ingest.formats.table_maintenance import RewriteNeedsSpark
+    from maintenance.compaction import _commit_without_spark
+
+    class Unsupported:
+        def rewrite_partitions(self, partitions, layout, urgent=None):
+            raise RewriteNeedsSpark("writer feature typeWidening")
+
+    assert _commit_without_spark(Unsupported(), None, ["d=1"], sleep=lambda _s: None) is None

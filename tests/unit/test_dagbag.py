@@ -46,13 +46,18 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     result = _parse()
     assert result["errors"] == {}
     expected = {f"lakeline_{kind}__{name}" for kind in ("checkpoint_backup", "drill", "compact", "retain")
-                for name in ("orders_delta", "orders_iceberg")} | {"lakeline_freshness"}
+                for name in ("orders_delta", "orders_iceberg")} | {"lakeline_freshness", "lakeline_bound__orders_delta"}
     assert expected <= set(result["dags"])
+    assert "lakeline_bound__orders_iceberg" not in result["dags"]  # Iceberg's bound is the compaction run's
     assert result["tasks"]["lakeline_drill__orders_delta"] == ["prepare", "remove", "run_drill"]
     assert result["tasks"]["lakeline_checkpoint_backup__orders_delta"] == ["backup", "verify"]
     # decide measures and plans (no JVM where the table's library reads it), compact rewrites with Spark
     assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
+    # the files bound: never Spark, so no table slot (a long Spark compaction must not hold it back)
+    assert result["tasks"]["lakeline_bound__orders_delta"] == ["bound"]
+    assert result["pools"]["lakeline_bound__orders_delta"]["bound"] == "default_pool"
+    assert result["schedules"]["lakeline_bound__orders_delta"][2] == "0:05:00"
     # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
     pools = result["pools"]
     assert pools["lakeline_compact__orders_iceberg"]["compact"] == pools["lakeline_retain__orders_iceberg"][
@@ -66,8 +71,9 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
 
 
 def test_a_compressed_schedule_is_a_setting_and_each_run_stands_for_its_period():
-    result = _parse(LAKELINE_DAG_COMPACT_EVERY="5", LAKELINE_DAG_BACKUP_EVERY="2")
+    result = _parse(LAKELINE_DAG_COMPACT_EVERY="5", LAKELINE_DAG_BACKUP_EVERY="2", LAKELINE_DAG_BOUND_EVERY="1")
     assert result["errors"] == {}
+    assert result["schedules"]["lakeline_bound__orders_delta"][2] == "0:01:00"
     for table in ("orders_delta", "orders_iceberg"):
         assert result["schedules"][f"lakeline_compact__{table}"][:2] == ["*/5 * * * *", "0:05:00"]
     assert result["schedules"]["lakeline_checkpoint_backup__orders_iceberg"][2] == "0:02:00"

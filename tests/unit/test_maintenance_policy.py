@@ -274,3 +274,19 @@ def test_delta_vacuum_is_given_whole_hours_rounded_up_never_a_shorter_window():
 
     assert [vacuum_hours(timedelta(minutes=m)) for m in (10, 60, 80, 90, 150)] == [1, 1, 2, 2, 3]
     assert vacuum_hours(timedelta(days=7)) == 168
+
+
+def test_a_bound_only_plan_keeps_the_hot_partitions_over_the_bound_and_leaves_the_rest():
+    bounded = Compaction(min_small_files=5, small_file_ratio=0.3, max_bytes_per_run="1GB",
+                         hot_partition_window="1h", max_files_per_partition=50)
+    live = _part("2026-11-22", 60, 60, age_hours=0.01)
+    settled = _part("2026-11-20", 10, 10, age_hours=30)
+    plan = decide(_health(live, settled), bounded, NOW)
+    assert plan.partitions == ["event_date=2026-11-22", "event_date=2026-11-20"]
+    only = plan.bound_only()
+    assert only.partitions == ["event_date=2026-11-22"] and only.hot == ["event_date=2026-11-22"]
+    assert only.bytes_planned == 60 * MB
+    left = {s.partition: s.reason for s in only.skipped}
+    assert left["event_date=2026-11-20"] == "not over max_files_per_partition: left to the compaction run"
+    # Nothing over the bound: nothing to do.
+    assert decide(_health(settled), bounded, NOW).bound_only().partitions == []
