@@ -10,9 +10,9 @@
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
   threshold.
 - lakeline_bound__<table>, for tables whose format rewrites without Spark (Delta): every LAKELINE_DAG_BOUND_EVERY
-  minutes (5), the hot partitions over the policy's max_files_per_partition rewritten by delta-rs (seconds, where
-  a Spark task beside the stream takes minutes), so the bound holds between compaction runs. No pool: it never starts
-  Spark, and a conflict with the compaction's own rewrite of the partition is retried.
+  minutes (5), the hot partitions holding half the policy's max_files_per_partition rewritten by delta-rs
+  (seconds, where a Spark task beside the stream takes minutes), so the bound holds between compaction runs. No
+  pool: it never starts Spark, and a conflict with the compaction's own rewrite of the partition is retried.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
   guards. Its task and the compact task
