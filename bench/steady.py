@@ -11,11 +11,11 @@ sized for this scale (small files below half of 32MB, a per-run byte budget, the
 60 files, short retention windows; the Delta table's removed-file floor lowered to match). Before the
 load, --history bursts of sample events with event times over the past two days make a few dozen settled
 partitions of small files, as a day of running leaves behind. Airflow (AIRFLOW_HOME in the temp dir, the repo's
-dags/, a SQLite database, LocalExecutor with two task slots): api-server (execution API only), scheduler and
-dag-processor, the compaction DAGs every --compact-every minutes (LAKELINE_DAG_COMPACT_EVERY), the files-bound
-DAGs every --bound-every minutes (LAKELINE_DAG_BOUND_EVERY), retention after each compaction and the checkpoint
-backups every --backup-every minutes; the drill and freshness DAGs stay
-paused. The load is bench.load in one-minute segments scheduled back to back (one continuous schedule).
+dags/, a SQLite database, LocalExecutor with a task slot per table pool and one more for the JVM-free tasks):
+api-server (execution API only), scheduler and dag-processor, the compaction DAGs every --compact-every minutes
+(LAKELINE_DAG_COMPACT_EVERY), the files-bound DAGs every --bound-every minutes (LAKELINE_DAG_BOUND_EVERY),
+retention after each compaction and the checkpoint backups every --backup-every minutes; the drill and freshness
+DAGs stay paused. The load is bench.load in one-minute segments scheduled back to back (one continuous schedule).
 
 Per minute of intended send time: commit-visible latency per table (commit timestamp - intended send time, read
 from each commit's own data files as it lands, before compaction rewrites them), commits, files per partition
@@ -260,7 +260,7 @@ class Airflow:
 
     COMMANDS = (["api-server", "--apps", "execution", "--host", "127.0.0.1"], ["scheduler"], ["dag-processor"])
 
-    def __init__(self, home: Path, env: dict[str, str]):
+    def __init__(self, home: Path, env: dict[str, str], slots: int = 3):
         from infra.paths import REPO_ROOT
 
         self.home, self.port = home, _free_port()
@@ -269,8 +269,10 @@ class Airflow:
                     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
                     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
                     "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-                    # two task slots: maintenance never takes more than the box's cores from the stream
-                    "AIRFLOW__CORE__PARALLELISM": "2", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+                    # a task slot per table pool (compact and retain, the tasks that start Spark: at most one
+                    # JVM per table) and one for the JVM-free tasks (decide, backups, the files bound), which two
+                    # long compactions would otherwise hold back for minutes
+                    "AIRFLOW__CORE__PARALLELISM": str(slots), "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
                     "AIRFLOW__API__PORT": str(self.port),
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.port}/execution/",
                     "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
@@ -664,7 +666,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
                                                      os.environ.get("PYTHONPATH")) if p)}
     events_files: list[Path] = []  # one per start of the application
     trackers = {fmt: CommitTracker(fmt, t["location"], settings) for fmt, t in tables.items()}
-    airflow = Airflow(work / "airflow", env)
+    airflow = Airflow(work / "airflow", env, slots=len(tables) + 1)
     app = load = sampler = None
     pipelines = {fmt: f"steady_{fmt}_{run_id}" for fmt in tables}  # write_conf's pipeline names
     restarts: dict[str, dict] = {}

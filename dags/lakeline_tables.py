@@ -10,9 +10,9 @@
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
   threshold.
 - lakeline_bound__<table>, for tables whose format rewrites without Spark (Delta): every LAKELINE_DAG_BOUND_EVERY
-  minutes (5), the hot partitions over the policy's max_files_per_partition rewritten by delta-rs (seconds, where
-  a Spark task beside the stream takes minutes), so the bound holds between compaction runs. No pool: it never starts
-  Spark, and a conflict with the compaction's own rewrite of the partition is retried.
+  minutes (5), the hot partitions holding half the policy's max_files_per_partition rewritten by delta-rs
+  (seconds, where a Spark task beside the stream takes minutes), so the bound holds between compaction runs. No
+  pool: it never starts Spark, and a conflict with the compaction's own rewrite of the partition is retried.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
   guards. Its task and the compact task
@@ -43,6 +43,7 @@ START = pendulum.datetime(2026, 1, 1, tz="UTC")
 # time). (Plain "@hourly" is a trigger timetable in Airflow 3, whose runs have a zero-length data interval.)
 EVERY = timedelta(minutes=SETTINGS.dag_compact_every)
 COMPACT_SCHEDULE = CronTriggerTimetable(compact_cron(SETTINGS.dag_compact_every), timezone="UTC", interval=EVERY)
+BOUND_PRIORITY = 10  # the other tasks have Airflow's default, 1
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}
 
@@ -100,7 +101,9 @@ def bound_dag(name: str, path: str):
          catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"The files-per-partition bound of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def bounding():
-        @task
+        # First in the queue when a slot frees: seconds of work that keeps the bound, where the compaction and
+        # retention tasks take minutes.
+        @task(priority_weight=BOUND_PRIORITY)
         def bound() -> dict:
             return tasks.bound(path, CONF_DIR, _as_of())
 

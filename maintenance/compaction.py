@@ -24,7 +24,8 @@ from ingest.formats import LakeTable, format_for
 from ingest.formats.table_maintenance import Layout, PartitionRewriter, RewriteNeedsSpark, TableFiles
 from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, measure_without_spark, open_table, table_ref
-from maintenance.policy import MaintainedTable, PartitionChoice, decide, format_size, settled_range
+from maintenance.policy import (MaintainedTable, PartitionChoice, bound_run_policy, decide, format_size,
+                                settled_range)
 from maintenance.yielding import at_stream_weight, commits_at_stream_weight, spark_jobs_running
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,8 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
         log.info(f"  {table.name}: not measurable without Spark; its bound is left to the compaction run")
         return CompactionResult(table.name, table.format, dry_run, seconds=time.monotonic() - started)
     health = collect_health(spark, table, settings, now, measured=measured)
-    plan = decide(health, table.policy.compaction, now, only=partitions, include_hot=include_hot, interval=interval)
+    policy = bound_run_policy(table.policy.compaction) if bound_only else table.policy.compaction
+    plan = decide(health, policy, now, only=partitions, include_hot=include_hot, interval=interval)
     if bound_only:
         plan = plan.bound_only()
     result = CompactionResult(table.name, table.format, dry_run,

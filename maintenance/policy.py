@@ -345,6 +345,19 @@ class Plan:
         return Plan(self.table, chosen, self.skipped + left, sum(c.bytes for c in chosen), 0, 0, list(self.hot))
 
 
+# A files-bound run (`lakeline compact --bound-only`, every few minutes) rewrites a hot partition at this share of
+# max_files_per_partition: the rest is room for what the stream adds until the next run, so the bound holds.
+BOUND_RUN_TRIGGER = 0.5
+
+
+def bound_run_policy(compaction: Compaction) -> Compaction:
+    """The policy a files-bound run decides by: hot partitions chosen at BOUND_RUN_TRIGGER of the bound."""
+    if compaction.max_files_per_partition is None:
+        return compaction
+    trigger = max(2, int(compaction.max_files_per_partition * BOUND_RUN_TRIGGER))
+    return compaction.model_copy(update={"max_files_per_partition": trigger})
+
+
 def settled_range(interval: tuple[datetime | None, datetime], compaction: Compaction
                   ) -> tuple[datetime | None, datetime]:
     """The write times in which a partition "went quiet in" a scheduler interval [start, end): its newest file is in

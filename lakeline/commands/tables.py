@@ -46,8 +46,9 @@ def register(sub) -> None:
                          help="only these partitions (values like 2026-11-20 or col=value)")
     compact.add_argument("--include-hot", action="store_true", help="also compact the hot partition")
     compact.add_argument("--bound-only", action="store_true",
-                         help="only the hot partitions over the policy's max_files_per_partition, rewritten without "
-                              "Spark (Delta: delta-rs); a table only Spark can rewrite is left to the next run")
+                         help="only the hot partitions holding half the policy's max_files_per_partition or more "
+                              "(the other half is room until the next such run), rewritten without Spark (Delta: "
+                              "delta-rs); a table only Spark can rewrite is left to the compaction run")
     compact.add_argument("--interval", nargs=2, metavar=("START", "END"),
                          help="a scheduler run's data interval (ISO times; START may be '-'): decide as of END "
                               "(--now defaults to it), and take first the partitions that went quiet in the "

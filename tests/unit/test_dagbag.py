@@ -25,6 +25,7 @@ bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
                   "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags},
                   "pools": {d: {t.task_id: t.pool for t in bag.dags[d].tasks} for d in bag.dags},
+                  "priorities": {d: {t.task_id: t.priority_weight for t in bag.dags[d].tasks} for d in bag.dags},
                   "schedules": {d: [str(getattr(bag.dags[d].timetable, a, None)) for a in ("expression", "interval",
                                                                                          "delta")] for d in bag.dags}}))
 """
@@ -57,6 +58,9 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     # the files bound: never Spark, so no table slot (a long Spark compaction must not hold it back)
     assert result["tasks"]["lakeline_bound__orders_delta"] == ["bound"]
     assert result["pools"]["lakeline_bound__orders_delta"]["bound"] == "default_pool"
+    # and first in the queue: seconds of work, where compaction and retention hold a slot for minutes
+    assert result["priorities"]["lakeline_bound__orders_delta"]["bound"] > max(
+        result["priorities"]["lakeline_compact__orders_delta"].values())
     assert result["schedules"]["lakeline_bound__orders_delta"][2] == "0:05:00"
     # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
     pools = result["pools"]

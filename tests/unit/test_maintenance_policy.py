@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from ingest.errors import ConfigError
-from maintenance.policy import (Compaction, PartitionHealth, Retention, RetentionRequest, TableHealth, decide,
-                                load_table, parse_duration, parse_size, retention_problems, size_histogram)
+from maintenance.policy import (Compaction, PartitionHealth, Retention, RetentionRequest, TableHealth,
+                                bound_run_policy, decide, load_table, parse_duration, parse_size, retention_problems,
+                                size_histogram)
 from tests.helpers import pipeline_dict, write_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -290,3 +291,9 @@ def test_a_bound_only_plan_keeps_the_hot_partitions_over_the_bound_and_leaves_th
     assert left["event_date=2026-11-20"] == "not over max_files_per_partition: left to the compaction run"
     # Nothing over the bound: nothing to do.
     assert decide(_health(settled), bounded, NOW).bound_only().partitions == []
+    # A bound run acts at half the bound, leaving the rest for what the stream adds until the next run.
+    filling = _part("2026-11-22", 30, 30, age_hours=0.01)
+    assert decide(_health(filling), bounded, NOW).partitions == []
+    assert decide(_health(filling), bound_run_policy(bounded), NOW).bound_only().partitions == ["event_date=2026-11-22"]
+    assert bound_run_policy(POLICY) == POLICY  # no bound: nothing to act at
+    assert bound_run_policy(Compaction(max_files_per_partition=3)).max_files_per_partition == 2
