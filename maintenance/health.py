@@ -32,7 +32,7 @@ def table_ref(table: MaintainedTable, settings: "Settings") -> str:
 def open_table(spark: "SparkSession", table: MaintainedTable, settings: "Settings") -> LakeTable:
     """The maintained table (main or dead letters), opened in `spark`."""
     fmt = format_for(table.format)
-    return fmt.open(spark, table_ref(table, settings), None, table.partitioning, table.pipeline.pipeline)
+    return fmt.open(spark, table_ref(table, settings), None, table.partitioning, table.pipeline.pipeline, settings)
 
 
 def _partitions(rows: list[tuple[str, int, datetime | None]], table: MaintainedTable) -> list[PartitionHealth]:

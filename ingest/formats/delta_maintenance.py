@@ -84,6 +84,20 @@ class DeltaMaintenance(TableMaintenance):
                 for r in files.select(*values).groupBy(*(f"p{i}" for i in range(len(columns)))).count().collect()}
 
     def rewrite_partitions(self, partitions: "Sequence[str] | None", layout: Layout) -> Rewrite:
+        with self._locks().holding(partitions or [""]):  # see rewrite_locks: a delta-rs rewrite may run beside
+            return self._rewrite(partitions, layout)
+
+    def _locks(self):
+        """The table's partition rewrite locks, where a Spark-free rewrite may run beside this one (on S3)."""
+        from ingest.adapters.object_store import S3Files, is_s3_uri
+        from ingest.formats.rewrite_locks import NoLocks, PartitionLocks
+
+        settings = self.table.settings
+        if settings is None or not is_s3_uri(self.location):
+            return NoLocks()
+        return PartitionLocks(S3Files(settings), self.location)
+
+    def _rewrite(self, partitions: "Sequence[str] | None", layout: Layout) -> Rewrite:
         from delta.tables import DeltaTable
 
         self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(layout.target_bytes))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ingest.adapters.object_store import S3Files, is_s3_uri
 from ingest.errors import CommitConflict
+from ingest.formats.rewrite_locks import PartitionLocks
 from ingest.formats.table_maintenance import Layout, Rewrite, RewriteNeedsSpark
 from ingest.partitioning import parse_key
 
@@ -87,6 +88,7 @@ class DeltaRsRewriter:
         # other's version.
         self.options = {**delta_storage_options(settings), "aws_conditional_put": "etag"}
         self.files = files if files is not None else S3Files(settings)
+        self.locks = PartitionLocks(self.files, self.ref)
         self.checksums_written = 0
 
     def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
@@ -102,6 +104,11 @@ class DeltaRsRewriter:
         return total
 
     def _rewrite(self, partition: str, layout: Layout, urgent: "Callable[[], AbstractContextManager]") -> Rewrite:
+        with self.locks.holding([partition]):  # delta-rs lets a second compaction of it commit (rewrite_locks)
+            return self._rewrite_locked(partition, layout, urgent)
+
+    def _rewrite_locked(self, partition: str, layout: Layout,
+                        urgent: "Callable[[], AbstractContextManager]") -> Rewrite:
         from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
         from deltalake.exceptions import CommitFailedError, DeltaProtocolError
 

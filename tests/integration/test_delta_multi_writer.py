@@ -155,7 +155,25 @@ def test_a_delta_rs_rewrite_commits_beside_spark_with_a_checksum_spark_accepts(s
     before = spark.read.format("delta").load(table).where("p = '0'").count()
 
     rewriter = DeltaRsRewriter(table, settings)
-    outcome = rewriter.rewrite_partitions(["p=0"], Layout(64 * 1024 ** 2, 32 * 1024 ** 2))
+    layout = Layout(64 * 1024 ** 2, 32 * 1024 ** 2)
+    # Another compaction holding the partition keeps this one out (delta-rs would let both commit, duplicating
+    # the rows): refused before anything is written.
+    from ingest.adapters.object_store import S3Files
+    from ingest.errors import CommitConflict
+    from ingest.formats.rewrite_locks import PartitionLocks
+
+    with PartitionLocks(S3Files(settings), table).holding(["p=0"]), \
+            pytest.raises(CommitConflict, match="being rewritten by"):
+        rewriter.rewrite_partitions(["p=0"], layout)
+    assert not [k for k in _keys(settings, f"{table}/_delta_log/") if k.startswith("00000000000000000006")]
+    # Spark's rewrite takes the same locks: a delta-rs commit after Spark's would not see the conflict either.
+    from ingest.formats import format_for
+
+    spark_side = format_for("delta").open(spark, table, None, [], "", settings).maintenance
+    with PartitionLocks(S3Files(settings), table).holding(["p=1"]), \
+            pytest.raises(CommitConflict, match="p=1 is being rewritten by"):
+        spark_side.rewrite_partitions(["p=1"], layout)
+    outcome = rewriter.rewrite_partitions(["p=0"], layout)
     assert (outcome.files_removed, outcome.files_added) == (6, 1) and rewriter.checksums_written == 1
 
     version = 6  # versions 0-5 are Spark's appends
