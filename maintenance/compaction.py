@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
@@ -257,12 +258,7 @@ def _counts_now(lake: LakeTable | None, table: MaintainedTable, settings: "Setti
         if lake is not None:
             return lake.maintenance.file_counts()
         measured = measure_without_spark(table, settings)
-        if measured is None:
-            return None
-        counts: dict[str, int] = {}
-        for partition, _, _ in measured.files:
-            counts[partition] = counts.get(partition, 0) + 1
-        return counts
+        return None if measured is None else dict(Counter(partition for partition, _, _ in measured.files))
     except Exception as exc:  # noqa: BLE001 - the compaction is done; only its report lacks the count after
         log.warning(f"files after the compaction not counted: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         return None

@@ -358,6 +358,15 @@ def _wait_for_catch_up(landed, target, stream, tmp_path, stall_timeout=180, time
     raise AssertionError(f"the stream landed {best} of {target} records in {timeout}s")
 
 
+def _stop(stream, log) -> int:
+    """SIGTERM to the stream's driver; its exit code once it stopped (its log closed)."""
+    stream.send_signal(signal.SIGTERM)
+    try:
+        return stream.wait(120)
+    finally:
+        log.close()
+
+
 def _wait_for(check, what, stream, tmp_path, timeout=300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -437,9 +446,7 @@ def test_compact_commands_beside_a_live_stream_report_true_counts_in_quiet_outpu
                 assert "commit 1/" in done.stderr and "files rewritten into" in done.stderr, done.stderr
         assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
     finally:
-        stream.send_signal(signal.SIGTERM)
-        code = stream.wait(120)
-        log.close()
+        code = _stop(stream, log)
     assert code == 0, (tmp_path / "stream.log").read_text()[-3000:]
     text = (tmp_path / "stream.log").read_text()
     # A stack trace seen once at the driver's stop (a Delta log listing through S3A, while stopping) is not
@@ -483,9 +490,7 @@ def test_the_files_bound_rewrites_the_live_delta_partition_without_spark_beside_
         _wait_for_catch_up(lambda: _landed(spark, config, settings), produced.count, stream, tmp_path)
         assert stream.poll() is None, (tmp_path / "stream.log").read_text()[-3000:]
     finally:
-        stream.send_signal(signal.SIGTERM)
-        code = stream.wait(120)
-        log.close()
+        code = _stop(stream, log)
     assert code == 0, (tmp_path / "stream.log").read_text()[-3000:]
     # Every version has its checksum, the rewrite's included (delta-rs writes none itself).
     from ingest.adapters.object_store import S3Files
