@@ -93,9 +93,9 @@ class DeltaRsRewriter:
 
     def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
                            urgent: "Callable[[], AbstractContextManager]" = nullcontext) -> Rewrite:
-        """Compact each partition in a commit of its own (counts summed). CommitConflict when a commit lost to a
-        writer that removed the same files. The checksum is written under `urgent`: the stream's LogStore waits
-        for it (2 s) before rebuilding the state itself."""
+        """Compact each partition in a commit of its own (counts summed). CommitConflict when another rewrite holds
+        the partition or delta-rs refused the commit. The checksum is written under `urgent`: the stream's LogStore
+        waits for it (2 s) before rebuilding the state itself."""
         total = Rewrite(0, 0, 0)
         for partition in partitions:
             one = self._rewrite(partition, layout, urgent)
