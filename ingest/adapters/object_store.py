@@ -30,6 +30,12 @@ def is_s3_uri(uri: str) -> bool:
 _MISSING = ("404", "NoSuchKey", "NotFound")
 
 
+def precondition_failed(exc) -> bool:
+    """Whether S3 refused a conditional write (412; 409 when a concurrent conditional write was in flight)."""
+    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412) or \
+        exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict")
+
+
 class S3Files:
     """The small-file operations of ingest.adapters.hadoop_fs.HadoopFS (the checkpoint code's FileOps) on s3:// and
     s3a:// paths through boto3, for the maintenance that runs beside the stream every few minutes (checkpoint
@@ -91,6 +97,19 @@ class S3Files:
     def write_bytes(self, path: str, data: bytes) -> None:
         bucket, key = self._split(path)
         self.s3.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Write the file only where none is (If-None-Match: *); False when one was there."""
+        from botocore.exceptions import ClientError
+
+        bucket, key = self._split(path)
+        try:
+            self.s3.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as exc:
+            if precondition_failed(exc):
+                return False
+            raise
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")

@@ -150,15 +150,9 @@ class DeltaRsRewriter:
             log.info("%s: version %d written without a checksum (none derivable); the next stream commit derives "
                      "one", self.ref, version)
             return
-        bucket, key = self.files._split(self._log(f"{version:020d}.crc"))  # noqa: SLF001 - same store, one put
-        from botocore.exceptions import ClientError
-
-        try:
-            self.files.s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(checksum).encode(), IfNoneMatch="*")
+        # Put only if absent: a checksum someone else wrote for this version stands.
+        if self.files.put_if_absent(self._log(f"{version:020d}.crc"), json.dumps(checksum).encode()):
             self.checksums_written += 1
-        except ClientError as exc:  # someone wrote it already: theirs stands
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") not in (409, 412):
-                raise
 
     def _find_commit(self, read_version: int, token: str) -> tuple[int | None, list[dict]]:
         version = read_version + 1

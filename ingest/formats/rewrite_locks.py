@@ -25,6 +25,7 @@ import uuid
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ingest.adapters.object_store import precondition_failed
 from ingest.errors import CommitConflict
 
 if TYPE_CHECKING:
@@ -41,8 +42,11 @@ class PartitionLocks:
         self.root = f"{table_location.rstrip('/')}/_lakeline/rewrite-locks"
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
+    def _path(self, partition: str) -> str:
+        return f"{self.root}/{hashlib.sha1(partition.encode()).hexdigest()}.json"
+
     def _key(self, partition: str) -> tuple[str, str]:
-        return self.files._split(f"{self.root}/{hashlib.sha1(partition.encode()).hexdigest()}.json")  # noqa: SLF001
+        return self.files._split(self._path(partition))  # noqa: SLF001 - the same store's bucket and key
 
     def _body(self, partition: str) -> bytes:
         return json.dumps({"partition": partition, "owner": self.owner, "expires_at": time.time() + self.ttl_s}
@@ -52,14 +56,10 @@ class PartitionLocks:
         """None when taken; else who holds it."""
         from botocore.exceptions import ClientError
 
+        if self.files.put_if_absent(self._path(partition), self._body(partition)):
+            return None
         bucket, key = self._key(partition)
         s3 = self.files.s3
-        try:
-            s3.put_object(Bucket=bucket, Key=key, Body=self._body(partition), IfNoneMatch="*")
-            return None
-        except ClientError as exc:
-            if not _refused(exc):
-                raise
         try:
             current = s3.get_object(Bucket=bucket, Key=key)
         except ClientError as exc:  # released meanwhile: the next run takes it
@@ -73,7 +73,7 @@ class PartitionLocks:
             s3.put_object(Bucket=bucket, Key=key, Body=self._body(partition), IfMatch=current["ETag"])
             return None
         except ClientError as exc:
-            if _refused(exc):
+            if precondition_failed(exc):
                 return "another rewrite (taken over meanwhile)"
             raise
 
@@ -108,8 +108,3 @@ class NoLocks:
     @contextmanager
     def holding(self, partitions: "Sequence[str]") -> "Iterator[None]":
         yield
-
-
-def _refused(exc) -> bool:
-    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412) or \
-        exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 from botocore.exceptions import ClientError
 
+from ingest.adapters.object_store import S3Files
 from ingest.errors import CommitConflict
 from ingest.formats.rewrite_locks import PartitionLocks
 
@@ -42,8 +43,7 @@ class ConditionalStore:
 
 
 def _locks(store, ttl_s=60):
-    files = SimpleNamespace(s3=store, _split=lambda path: ("bucket", path.split("://", 1)[1].split("/", 1)[1]))
-    return PartitionLocks(files, "s3a://bucket/tables/orders", ttl_s=ttl_s)
+    return PartitionLocks(S3Files(None, client=store), "s3a://bucket/tables/orders", ttl_s=ttl_s)
 
 
 def test_a_partition_has_one_rewriter_at_a_time_and_is_free_after():
