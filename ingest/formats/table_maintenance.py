@@ -7,13 +7,12 @@ format has its own (`delta_maintenance.py`, `iceberg_maintenance.py`), so caller
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from pyspark.sql import DataFrame
 
@@ -59,11 +58,9 @@ class RewriteNeedsSpark(Exception):
 class PartitionRewriter(Protocol):
     """Compaction without Spark (`TableFormat.rewriter`): each partition in a commit of its own."""
 
-    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
-                           urgent: "Callable[[], AbstractContextManager]" = nullcontext) -> Rewrite:
+    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout) -> Rewrite:
         """The counts of the commits alone. CommitConflict when a commit lost to a conflicting writer,
-        RewriteNeedsSpark when the table needs Spark's rewrite. `urgent` wraps what a live stream waits for after
-        a commit (Delta's checksum)."""
+        RewriteNeedsSpark when the table needs Spark's rewrite."""
 
 
 @dataclass

@@ -461,8 +461,9 @@ def test_compact_commands_beside_a_live_stream_report_true_counts_in_quiet_outpu
 def test_the_files_bound_rewrites_the_live_delta_partition_without_spark_beside_the_stream(conf_dir, settings,
                                                                                           spark, tmp_path):
     """`lakeline compact --bound-only` (the files-bound DAG's task) beside a live stream: the partition the stream
-    writes, over max_files_per_partition, is rewritten by delta-rs in a commit whose checksum it writes, no
-    Spark started; the stream goes on, its next commits keep their checksums, and the rows are exactly once."""
+    writes, over max_files_per_partition, is rewritten by delta-rs, no Spark started; the stream goes on, its
+    LogStore derives the rewrite's checksum (delta-rs writes none), every version has one, and the rows are exactly
+    once."""
     config, table, _ = _setup(conf_dir, "delta", max_offsets=150,
                               compaction={"max_files_per_partition": 4, "min_small_files": 3})
     pipeline_path = conf_dir / f"{config.pipeline}.yaml"
@@ -492,7 +493,7 @@ def test_the_files_bound_rewrites_the_live_delta_partition_without_spark_beside_
     finally:
         code = _stop(stream, log)
     assert code == 0, (tmp_path / "stream.log").read_text()[-3000:]
-    # Every version has its checksum, the rewrite's included (delta-rs writes none itself).
+    # Every version has its checksum, the rewrite's included (derived by the stream's LogStore).
     from ingest.adapters.object_store import S3Files
 
     names = S3Files(settings).list_names(f"{table_ref(table, settings)}/_delta_log")

@@ -57,9 +57,10 @@ import io.lakeline.fence.FencedCommitException;
  * `delta.enableFastS3AListFrom` (Delta's name for the same listing in its S3SingleDriverLogStore; true here by
  * default) set to false goes back to the folder listing.
  *
- * Checksums: a listing that shows the newest commit without its checksum, where the commit before has one, waits
- * for that checksum up to `lakeline.delta.checksumWaitMs` (2000 by default) instead of letting Delta rebuild the
- * table state in the next commit ({@link #awaitNewestChecksum}).
+ * Checksums: a listing that shows the newest commit without its checksum, where an earlier commit has one, derives
+ * it when its writer leaves none (delta-rs) and waits for it up to `lakeline.delta.checksumWaitMs` (2000 by
+ * default) when delta-spark wrote it, instead of letting Delta rebuild the table state in the next commit
+ * ({@link #completeChecksums}).
  */
 public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
@@ -72,7 +73,9 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
     static final String CHECKSUM_WAIT_MS = "lakeline.delta.checksumWaitMs";
     static final long DEFAULT_CHECKSUM_WAIT_MS = 2000;
     private static final long CHECKSUM_POLL_MS = 20;
-    /** Checksum files a listing already waited for: never twice for one version. */
+    /** How many versions back a listing looks for a checksum to derive the newest ones from. */
+    static final int MAX_DERIVED_VERSIONS = 20;
+    /** Newest versions whose checksum a listing already derived or waited for: never twice for one version. */
     private static final Set<String> WAITED_FOR = ConcurrentHashMap.newKeySet();
 
     /** One fenced table: whose pipeline, the driver's token, and the newest version known not to fence it. */
@@ -222,26 +225,30 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
         } else {
             super.listFrom(path, hadoopConf).forEachRemaining(listing::add);
         }
-        awaitNewestChecksum(listing, fs, fs.makeQualified(path).getParent(),
+        completeChecksums(listing, fs, fs.makeQualified(path).getParent(),
                 hadoopConf.getLong(CHECKSUM_WAIT_MS, DEFAULT_CHECKSUM_WAIT_MS));
         listing.sort(Comparator.comparing(status -> status.getPath().getName()));
         return listing.iterator();
     }
 
     /**
-     * Add the newest commit's checksum to a log listing that has the commit but not yet its checksum, waiting up
-     * to `waitMs` for it to land, when the commit before it has one (so this log's writers leave checksums).
+     * Complete a log listing whose newest commit has no checksum yet, where an earlier commit has one (so this
+     * log's writers leave checksums).
      *
-     * Why: a writer puts N.json first and N.crc a moment later. A driver whose snapshot update lists the log in
-     * between holds version N without its checksum, and Delta then rebuilds the whole table state (a Spark job
-     * over the checkpoint and every commit since) inside its next commit, to derive that commit's checksum: 6 s
-     * and more of a stream's batch on the steady benchmark when the compaction committed just before the stream
-     * listed. Waiting for the checksum costs at most `waitMs`, once per version (a writer that
-     * died between the two puts is waited for once), and no request unless the listing shows the gap.
+     * Why: a delta-spark commit after a version without a checksum rebuilds the whole table state (a Spark job over
+     * the checkpoint and every commit since) inside that commit, to derive its own: 2-8 s of a stream's batch on
+     * the steady benchmark, each time a compaction committed just before the stream listed or took its version.
+     * - Versions written by an engine that leaves no checksum (delta-rs, the Spark-free rewrite of a hot partition)
+     *   get theirs derived here from the one before ({@link DerivedChecksum}) and put if absent: a few requests, in
+     *   the listing's own thread, whatever the rewriting process's priority.
+     * - A delta-spark writer puts N.json first and N.crc a moment later: its checksum is waited for, up to
+     *   `waitMs`, once per version (a writer that died between the two puts is waited for once).
+     * No request is made unless the listing shows the gap.
      */
-    static void awaitNewestChecksum(List<FileStatus> listing, FileSystem fs, Path logDir, long waitMs)
+    static void completeChecksums(List<FileStatus> listing, FileSystem fs, Path logDir, long waitMs)
             throws IOException {
         long newest = -1;
+        long newestChecksum = -1;
         Set<String> names = new HashSet<>();
         for (FileStatus status : listing) {
             String name = status.getPath().getName();
@@ -250,17 +257,43 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
                 newest = Math.max(newest, Long.parseLong(name.substring(0, 20)));
             }
         }
-        if (waitMs <= 0 || newest < 1 || names.contains(checksumName(newest))
-                || !names.contains(checksumName(newest - 1))) {
+        for (long v = newest - 1; v >= 0 && v >= newest - MAX_DERIVED_VERSIONS; v--) {
+            if (names.contains(checksumName(v))) {
+                newestChecksum = v;
+                break;
+            }
+        }
+        if (newest < 1 || newestChecksum < 0 || names.contains(checksumName(newest))) {
             return;
         }
-        Path checksum = new Path(logDir, checksumName(newest));
+        Path newestPath = new Path(logDir, checksumName(newest));
         if (WAITED_FOR.size() > 10_000) {
             WAITED_FOR.clear();
         }
-        if (!WAITED_FOR.add(checksum.toString())) {
+        if (!WAITED_FOR.add(newestPath.toString())) {
             return;
         }
+        String checksum = readText(fs, new Path(logDir, checksumName(newestChecksum)));
+        for (long v = newestChecksum + 1; v <= newest && checksum != null; v++) {
+            Path path = new Path(logDir, checksumName(v));
+            List<String> commit = readLines(fs, new Path(logDir, String.format("%020d.json", v)));
+            if (commit == null || DerivedChecksum.writtenBySpark(commit)) {
+                if (v == newest && waitMs > 0) {
+                    awaitChecksum(listing, fs, path, waitMs);
+                }
+                return;
+            } else {
+                checksum = DerivedChecksum.derive(checksum, commit);
+                if (checksum != null && putIfAbsent(fs, path, checksum)) {
+                    listing.add(fs.getFileStatus(path));
+                }
+            }
+        }
+    }
+
+    /** Add `checksum` to the listing once it lands, waiting up to `waitMs`. */
+    private static void awaitChecksum(List<FileStatus> listing, FileSystem fs, Path checksum, long waitMs)
+            throws IOException {
         long deadline = System.nanoTime() + waitMs * 1_000_000;
         while (true) {
             try {
@@ -277,6 +310,36 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
                 Thread.currentThread().interrupt();
                 return;
             }
+        }
+    }
+
+    /** Whether `text` was put at `path`; false when a file is there already (its writer's checksum stands). */
+    private static boolean putIfAbsent(FileSystem fs, Path path, String text) throws IOException {
+        FSDataOutputStreamBuilder<?, ?> builder = fs.createFile(path).overwrite(false);
+        builder.must(CONDITIONAL_CREATE, true);
+        try (FSDataOutputStream stream = builder.build()) {
+            stream.write(text.getBytes(StandardCharsets.UTF_8));
+        } catch (org.apache.hadoop.fs.FileAlreadyExistsException e) {
+            return false;
+        } catch (IOException e) {
+            if (isPreconditionFailure(e)) {
+                return false;
+            }
+            throw e;
+        }
+        return true;
+    }
+
+    private static List<String> readLines(FileSystem fs, Path path) throws IOException {
+        String text = readText(fs, path);
+        return text == null ? null : Arrays.asList(text.split("\n"));
+    }
+
+    private static String readText(FileSystem fs, Path path) throws IOException {
+        try (java.io.InputStream in = fs.open(path)) {
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (FileNotFoundException absent) {
+            return null;
         }
     }
 

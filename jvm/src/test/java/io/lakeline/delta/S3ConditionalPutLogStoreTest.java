@@ -152,10 +152,89 @@ class S3ConditionalPutLogStoreTest {
         return names;
     }
 
+    /** A delta-spark commit's information: its writer puts the version's checksum after it. */
+    private static final String SPARK_COMMIT = "{\"commitInfo\":{\"engineInfo\":\"Apache-Spark/4.1.3 Delta-Lake/4.4.0\"}}";
+
     private void logFiles(String log, String... names) throws IOException {
         for (String name : names) {
-            write(new Path(log + "/" + name), false, "{}");
+            write(new Path(log + "/" + name), false, name.endsWith(".json") ? SPARK_COMMIT : "{}");
         }
+    }
+
+    private void logFile(String log, String name, String... lines) throws IOException {
+        write(new Path(log + "/" + name), false, lines);
+    }
+
+    private static final String CHECKSUM_0 = "{\"txnId\":\"t0\",\"tableSizeBytes\":300,\"numFiles\":3,"
+            + "\"numMetadata\":1,\"numProtocol\":1,\"setTransactions\":[{\"appId\":\"orders\",\"version\":7}],"
+            + "\"domainMetadata\":[],\"metadata\":{\"id\":\"m\"},\"protocol\":{\"minReaderVersion\":1},"
+            + "\"fileSizeHistogram\":{\"sortedBinBoundaries\":[0,100,1000],\"fileCounts\":[0,3,0],"
+            + "\"totalBytes\":[0,300,0]},\"allFiles\":[{\"path\":\"a\"}]}";
+
+    private static final String DELTA_RS_INFO = "{\"commitInfo\":{\"operation\":\"OPTIMIZE\",\"clientVersion\":\"delta-rs.1.6.6\"}}";
+
+    private static String remove(String path, long size) {
+        return "{\"remove\":{\"path\":\"" + path + "\",\"dataChange\":false,\"size\":" + size + "}}";
+    }
+
+    private static String add(String path, long size) {
+        return "{\"add\":{\"path\":\"" + path + "\",\"dataChange\":false,\"size\":" + size + "}}";
+    }
+
+    private com.fasterxml.jackson.databind.JsonNode checksumAt(String log, long version) throws IOException {
+        return new com.fasterxml.jackson.databind.ObjectMapper().readTree(
+                read(new Path(String.format("%s/%020d.crc", log, version))));
+    }
+
+    @Test
+    void aListingDerivesTheChecksumOfAVersionWhoseWriterLeavesNone() throws IOException {
+        String log = "s3a://bucket/derived/_delta_log";
+        logFile(log, "00000000000000000000.json", SPARK_COMMIT);
+        logFile(log, "00000000000000000000.crc", CHECKSUM_0);
+        // Two delta-rs commits in a row: three 100-byte files into one of 290, then a 2,000-byte append.
+        logFile(log, "00000000000000000001.json", DELTA_RS_INFO, remove("a", 100), remove("b", 100),
+                remove("c", 100), add("d", 290));
+        logFile(log, "00000000000000000002.json", DELTA_RS_INFO, add("e", 2_000));
+        long start = System.nanoTime();
+        List<String> names = listNames(log, 30_000);
+        assertTrue(System.nanoTime() - start < 15_000_000_000L, "waited instead of deriving");
+        assertTrue(names.containsAll(List.of("00000000000000000001.crc", "00000000000000000002.crc")), names.toString());
+        var one = checksumAt(log, 1);
+        assertEquals(1, one.get("numFiles").asLong());
+        assertEquals(290, one.get("tableSizeBytes").asLong());
+        assertEquals("[0,1,0]", one.get("fileSizeHistogram").get("fileCounts").toString());
+        assertEquals("[0,290,0]", one.get("fileSizeHistogram").get("totalBytes").toString());
+        var two = checksumAt(log, 2);
+        assertEquals(2, two.get("numFiles").asLong());
+        assertEquals(2_290, two.get("tableSizeBytes").asLong());
+        assertEquals("[0,1,1]", two.get("fileSizeHistogram").get("fileCounts").toString());
+        // What the actions leave unchanged is carried; the file list, which they would change, is dropped.
+        assertEquals("[{\"appId\":\"orders\",\"version\":7}]", two.get("setTransactions").toString());
+        assertEquals("m", two.get("metadata").get("id").asText());
+        assertFalse(two.has("allFiles"));
+        assertFalse(two.get("txnId").asText().equals("t0"));
+    }
+
+    @Test
+    void noChecksumIsDerivedWhereItCouldNotBeExact() throws IOException {
+        String log = "s3a://bucket/not-derived/_delta_log";
+        logFile(log, "00000000000000000000.json", SPARK_COMMIT);
+        logFile(log, "00000000000000000000.crc", CHECKSUM_0);
+        logFile(log, "00000000000000000001.json", DELTA_RS_INFO, "{\"metaData\":{\"id\":\"m2\"}}", add("d", 1));
+        assertFalse(listNames(log, 30_000).contains("00000000000000000001.crc"));
+        String[] underivable = {
+            "{\"remove\":{\"path\":\"a\",\"dataChange\":false}}", // no size
+            "{\"txn\":{\"appId\":\"orders\",\"version\":8}}",
+            "{\"add\":{\"path\":\"x\",\"size\":5,\"deletionVector\":{\"storageType\":\"u\"}}}",
+        };
+        for (String action : underivable) {
+            assertEquals(null, DerivedChecksum.derive(CHECKSUM_0, List.of(DELTA_RS_INFO, action)), action);
+        }
+        String withTimestamps = CHECKSUM_0.replace("\"numFiles\"", "\"inCommitTimestampOpt\":5,\"numFiles\"");
+        assertEquals(null, DerivedChecksum.derive(withTimestamps, List.of(DELTA_RS_INFO, add("x", 5))));
+        String timed = DerivedChecksum.derive(withTimestamps,
+                List.of("{\"commitInfo\":{\"inCommitTimestamp\":9}}", add("x", 5)));
+        assertTrue(timed.contains("\"inCommitTimestampOpt\":9"), timed);
     }
 
     @Test
