@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     dag_backup_every: int = Field(15, ge=1, description="Minutes between runs of the checkpoint backup DAGs.")
     dag_bound_every: int = Field(5, ge=1, description=(
         "Minutes between runs of the files-bound DAGs: the partitions over the table policy's "
-        "max_files_per_partition rewritten without Spark where the format can (Delta, through delta-rs)."))
+        "max_files_per_partition rewritten without Spark (Delta through delta-rs, Iceberg through pyiceberg)."))
     task_launcher: Literal["local", "spark-submit"] = Field("local", description=(
         "How Airflow tasks start `lakeline`: local (python -m lakeline beside the worker) or spark-submit "
         "(against LAKELINE_SPARK_MASTER, client mode)."))

@@ -196,7 +196,8 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
                     tuple(compaction.zorder_by))
     classify = format_for(table.format).classify
     hot = set(plan.hot)
-    rewriter = format_for(table.format).rewriter(table_ref(table, settings), settings, layout) if hot else None
+    rewriter = format_for(table.format).rewriter(table_ref(table, settings), settings, layout,
+                                                 table.partitioning) if hot else None
     lake: LakeTable | None = None
 
     def in_spark() -> LakeTable:

@@ -189,9 +189,10 @@ class TableFormat(ABC):
         """Why this format cannot compact with that layout (None: it can)."""
         return None
 
-    def rewriter(self, ref: str, settings: "Settings", layout: "Layout") -> "PartitionRewriter | None":
-        """Compaction of the table at `ref` without Spark (its own library), or None where only Spark's
-        (`LakeTable.maintenance.rewrite_partitions`) can."""
+    def rewriter(self, ref: str, settings: "Settings", layout: "Layout",
+                 partitioning: "list[PartitionField]") -> "PartitionRewriter | None":
+        """Compaction of the table at `ref` (partitioned by `partitioning`) without Spark (its own library), or None
+        where only Spark's (`LakeTable.maintenance.rewrite_partitions`) can."""
         return None
 
     @abstractmethod

@@ -205,7 +205,8 @@ class DeltaFormat(TableFormat):
                    "for bin-packing)"
         return None
 
-    def rewriter(self, ref: str, settings: "Settings", layout: "Layout") -> "DeltaRsRewriter | None":
+    def rewriter(self, ref: str, settings: "Settings", layout: "Layout",
+                 partitioning: "list[PartitionField]") -> "DeltaRsRewriter | None":
         from ingest.formats.delta_rewrite import rewriter_for
 
         return rewriter_for(ref, settings, layout)

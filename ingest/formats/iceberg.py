@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from ingest.config import PipelineConfig
     from ingest.formats.iceberg_reader import IcebergTableReader
+    from ingest.formats.iceberg_rewrite import IcebergRewriter
+    from ingest.formats.table_maintenance import Layout
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
 
@@ -85,6 +87,7 @@ class IcebergFormat(TableFormat):
     name = "iceberg"
     version_noun = "snapshots"
     metadata_noun = "metadata"
+    rewrites_without_spark = True
 
     def stored(self, data_type: "DataType") -> "DataType":
         """Iceberg has no tinyint or smallint: Spark writes them as int."""
@@ -104,6 +107,12 @@ class IcebergFormat(TableFormat):
         if java_raised(exc, *_CONFLICTS):
             return CommitConflict
         return None
+
+    def rewriter(self, ref: str, settings: "Settings", layout: "Layout",
+                 partitioning: "list[PartitionField]") -> "IcebergRewriter | None":
+        from ingest.formats.iceberg_rewrite import rewriter_for
+
+        return rewriter_for(ref, settings, layout, partitioning)
 
     def reader(self, ref: str, settings: "Settings", hint: str = "", count_files: bool = False) -> "IcebergTableReader":
         from ingest.formats.iceberg_reader import IcebergTableReader

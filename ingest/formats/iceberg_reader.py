@@ -16,8 +16,27 @@ from ingest.formats.table_reader import (AsOf, TableCounts, TableReader, Version
 from ingest.partitioning import partition_key
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ingest.formats.table_maintenance import TableFiles
     from ingest.settings import Settings
+
+
+def partition_keyer(table, partitioning: list) -> "Callable[[dict | None], str] | None":
+    """The Lakeline partition key ('col=value/...', as on Delta) of a file's partition values as pyiceberg's
+    `inspect.files()` gives them, for the table's current spec; None when that spec is not the pipeline's
+    `partitioning` (one field each)."""
+    from ingest.formats.iceberg_maintenance import shown_value
+
+    names = [field.name for field in table.spec().fields]
+    if len(names) != len(partitioning):
+        return None
+
+    def key(partition: dict | None) -> str:
+        return partition_key([(field.column, shown_value(field, partition_text((partition or {}).get(name))))
+                              for name, field in zip(names, partitioning, strict=True)])
+
+    return key
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -115,21 +134,15 @@ class IcebergTableReader(TableReader):
 
         from ingest.adapters.object_store import S3Files, is_s3_uri
         from ingest.formats.iceberg_manifests import UPKEEP_KEY
-        from ingest.formats.iceberg_maintenance import shown_value
         from ingest.formats.table_maintenance import TableFiles
 
         table = self.table()
         location = table.location().rstrip("/")
         if not is_s3_uri(location):
             return None
-        names = [field.name for field in table.spec().fields]
-        if len(names) != len(partitioning):
+        key = partition_keyer(table, partitioning)
+        if key is None:
             return None  # Spark's measure explains the mismatch
-
-        def key(partition: dict | None) -> str:
-            return partition_key([(field.column, shown_value(field, partition_text((partition or {}).get(name))))
-                                  for name, field in zip(names, partitioning, strict=True)])
-
         files = table.inspect.files()
         data = [(key(row["partition"]), int(row["file_size_in_bytes"]))
                 for row in files.select(["content", "partition", "file_size_in_bytes"]).to_pylist()

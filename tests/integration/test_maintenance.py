@@ -455,16 +455,17 @@ def test_compact_commands_beside_a_live_stream_report_true_counts_in_quiet_outpu
     assert "batch" in text and produced.count == 1200
 
 
-# Heavy: about 90 s (the stream's driver start, its load, reconcile); the compaction itself takes
+# Heavy: about 75 s a format (the stream's driver start, its load, reconcile); the compaction itself takes
 # seconds and starts no JVM.
 @pytest.mark.heavy
-def test_the_files_bound_rewrites_the_live_delta_partition_without_spark_beside_the_stream(conf_dir, settings,
-                                                                                          spark, tmp_path):
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_the_files_bound_rewrites_the_live_partition_without_spark_beside_the_stream(fmt, conf_dir, settings,
+                                                                                    spark, tmp_path):
     """`lakeline compact --bound-only` (the files-bound DAG's task) beside a live stream: the partition the stream
-    writes, over max_files_per_partition, is rewritten by delta-rs, no Spark started; the stream goes on, its
-    LogStore derives the rewrite's checksum (delta-rs writes none), every version has one, and the rows are exactly
-    once."""
-    config, table, _ = _setup(conf_dir, "delta", max_offsets=150,
+    writes, over max_files_per_partition, is rewritten by delta-rs / pyiceberg, no Spark started; the stream goes
+    on, and the rows are exactly once. Delta: the stream's LogStore derives the rewrite's checksum (delta-rs writes
+    none), so every version has one."""
+    config, table, _ = _setup(conf_dir, fmt, max_offsets=150,
                               compaction={"max_files_per_partition": 4, "min_small_files": 3})
     pipeline_path = conf_dir / f"{config.pipeline}.yaml"
     produced = Produced(produce(config, settings, 600, seed=71).count, 0)
@@ -493,11 +494,18 @@ def test_the_files_bound_rewrites_the_live_delta_partition_without_spark_beside_
     finally:
         code = _stop(stream, log)
     assert code == 0, (tmp_path / "stream.log").read_text()[-3000:]
-    # Every version has its checksum, the rewrite's included (derived by the stream's LogStore).
-    from ingest.adapters.object_store import S3Files
+    if fmt == "delta":  # every version has its checksum, the rewrite's included (derived by the stream's LogStore)
+        from ingest.adapters.object_store import S3Files
 
-    names = S3Files(settings).list_names(f"{table_ref(table, settings)}/_delta_log")
-    commits = {n[:20] for n in names if n.endswith(".json") and n[:20].isdigit()}
-    assert commits and commits <= {n[:20] for n in names if n.endswith(".crc")}, sorted(names)
+        names = S3Files(settings).list_names(f"{table_ref(table, settings)}/_delta_log")
+        commits = {n[:20] for n in names if n.endswith(".json") and n[:20].isdigit()}
+        assert commits and commits <= {n[:20] for n in names if n.endswith(".crc")}, sorted(names)
+    else:  # the rewrite is a `replace` snapshot between the stream's appends
+        rows = spark.sql(f"SELECT operation, summary['lakeline.rewrite'] AS rewrite "
+                         f"FROM {table_ref(table, settings)}.snapshots ORDER BY committed_at").collect()
+        operations = [(row.operation, row.rewrite) for row in rows]
+        rewrites = [i for i, (operation, rewrite) in enumerate(operations) if rewrite is not None]
+        assert rewrites and all(operations[i][0] == "replace" for i in rewrites), operations
+        assert ("append", None) in operations[rewrites[0]:], operations  # the stream went on after it
     report = reconcile(config, settings, spark)
     assert report.exact and report.produced == produced.count, report

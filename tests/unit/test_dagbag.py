@@ -47,17 +47,18 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     result = _parse()
     assert result["errors"] == {}
     expected = {f"lakeline_{kind}__{name}" for kind in ("checkpoint_backup", "drill", "compact", "retain")
-                for name in ("orders_delta", "orders_iceberg")} | {"lakeline_freshness", "lakeline_bound__orders_delta"}
+                for name in ("orders_delta", "orders_iceberg")} | {"lakeline_freshness", "lakeline_bound__orders_delta",
+                                                                    "lakeline_bound__orders_iceberg"}
     assert expected <= set(result["dags"])
-    assert "lakeline_bound__orders_iceberg" not in result["dags"]  # Iceberg's bound is the compaction run's
     assert result["tasks"]["lakeline_drill__orders_delta"] == ["prepare", "remove", "run_drill"]
     assert result["tasks"]["lakeline_checkpoint_backup__orders_delta"] == ["backup", "verify"]
     # decide measures and plans (no JVM where the table's library reads it), compact rewrites with Spark
     assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
     # the files bound: never Spark, so no table slot (a long Spark compaction must not hold it back)
-    assert result["tasks"]["lakeline_bound__orders_delta"] == ["bound"]
-    assert result["pools"]["lakeline_bound__orders_delta"]["bound"] == "default_pool"
+    for name in ("orders_delta", "orders_iceberg"):
+        assert result["tasks"][f"lakeline_bound__{name}"] == ["bound"]
+        assert result["pools"][f"lakeline_bound__{name}"]["bound"] == "default_pool"
     # and first in the queue: seconds of work, where compaction and retention hold a slot for minutes
     assert result["priorities"]["lakeline_bound__orders_delta"]["bound"] > max(
         result["priorities"]["lakeline_compact__orders_delta"].values())

@@ -233,7 +233,8 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
     /**
      * Complete a log listing whose newest commit has no checksum yet, where an earlier commit has one (so this
-     * log's writers leave checksums).
+     * log's writers leave checksums): in the listing, or, for a listing from the newest versions only (Delta's
+     * conflict check after a lost commit), the version just before it.
      *
      * Why: a delta-spark commit after a version without a checksum rebuilds the whole table state (a Spark job over
      * the checkpoint and every commit since) inside that commit, to derive its own: 2-8 s of a stream's batch on
@@ -248,22 +249,18 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
     static void completeChecksums(List<FileStatus> listing, FileSystem fs, Path logDir, long waitMs)
             throws IOException {
         long newest = -1;
-        long newestChecksum = -1;
+        long oldest = Long.MAX_VALUE;
         Set<String> names = new HashSet<>();
         for (FileStatus status : listing) {
             String name = status.getPath().getName();
             names.add(name);
             if (COMMIT_FILE.matcher(name).matches()) {
-                newest = Math.max(newest, Long.parseLong(name.substring(0, 20)));
+                long version = Long.parseLong(name.substring(0, 20));
+                newest = Math.max(newest, version);
+                oldest = Math.min(oldest, version);
             }
         }
-        for (long v = newest - 1; v >= 0 && v >= newest - MAX_DERIVED_VERSIONS; v--) {
-            if (names.contains(checksumName(v))) {
-                newestChecksum = v;
-                break;
-            }
-        }
-        if (newest < 1 || newestChecksum < 0 || names.contains(checksumName(newest))) {
+        if (newest < 1 || names.contains(checksumName(newest))) {
             return;
         }
         Path newestPath = new Path(logDir, checksumName(newest));
@@ -271,6 +268,22 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
             WAITED_FOR.clear();
         }
         if (!WAITED_FOR.add(newestPath.toString())) {
+            return; // once per version: derived, waited for, or found underivable already
+        }
+        long newestChecksum = -1;
+        for (long v = newest - 1; v >= 0 && v >= newest - MAX_DERIVED_VERSIONS; v--) {
+            if (names.contains(checksumName(v))) {
+                newestChecksum = v;
+                break;
+            }
+            if (v < oldest) {
+                // Delta's conflict check lists from the version it tried to take: the checksum before is not in
+                // the listing but in the log (or nowhere). One probe, only where the listing shows the gap.
+                newestChecksum = fs.exists(new Path(logDir, checksumName(v))) ? v : -1;
+                break;
+            }
+        }
+        if (newestChecksum < 0) {
             return;
         }
         String checksum = readText(fs, new Path(logDir, checksumName(newestChecksum)));
@@ -284,8 +297,8 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
                 return;
             } else {
                 checksum = DerivedChecksum.derive(checksum, commit);
-                if (checksum != null && putIfAbsent(fs, path, checksum)) {
-                    listing.add(fs.getFileStatus(path));
+                if (checksum != null && putIfAbsent(fs, path, checksum) && v >= oldest) {
+                    listing.add(fs.getFileStatus(path)); // only the listed versions' files: what Delta asked for
                 }
             }
         }

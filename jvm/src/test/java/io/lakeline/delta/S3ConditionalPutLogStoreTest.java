@@ -216,6 +216,26 @@ class S3ConditionalPutLogStoreTest {
     }
 
     @Test
+    void aCommitThatLostItsVersionFindsTheWinnersChecksumDerived() throws IOException {
+        // The stream tried version 1 and lost it to a delta-rs rewrite: Delta's conflict check lists from version 1
+        // only, so the checksum to derive from (version 0's) is not in that listing.
+        String log = "s3a://bucket/lost-race/_delta_log";
+        logFile(log, "00000000000000000000.json", SPARK_COMMIT);
+        logFile(log, "00000000000000000000.crc", CHECKSUM_0);
+        logFile(log, "00000000000000000001.json", DELTA_RS_INFO, remove("a", 100), add("d", 150));
+        conf.setLong(S3ConditionalPutLogStore.CHECKSUM_WAIT_MS, 30_000);
+        List<String> names = new java.util.ArrayList<>();
+        store.listFrom(new Path(log + "/00000000000000000001."), conf) // Delta's listing prefix
+                .forEachRemaining(status -> names.add(status.getPath().getName()));
+        assertEquals(List.of("00000000000000000001.crc", "00000000000000000001.json"), names);
+        var one = checksumAt(log, 1);
+        assertEquals(3, one.get("numFiles").asLong());
+        assertEquals(350, one.get("tableSizeBytes").asLong());
+        assertEquals("[0,3,0]", one.get("fileSizeHistogram").get("fileCounts").toString());
+        assertEquals("[0,350,0]", one.get("fileSizeHistogram").get("totalBytes").toString());
+    }
+
+    @Test
     void noChecksumIsDerivedWhereItCouldNotBeExact() throws IOException {
         String log = "s3a://bucket/not-derived/_delta_log";
         logFile(log, "00000000000000000000.json", SPARK_COMMIT);
