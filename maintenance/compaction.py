@@ -27,7 +27,7 @@ from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, measure_without_spark, open_table, table_ref
 from maintenance.policy import (MaintainedTable, PartitionChoice, bound_run_policy, decide, format_size,
                                 settled_range)
-from maintenance.yielding import commits_at_stream_weight, spark_jobs_running
+from maintenance.yielding import at_stream_weight, commits_at_stream_weight, spark_jobs_running
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +314,8 @@ def _commit_without_spark(rewriter: PartitionRewriter, layout: Layout, partition
     """One partition's commit through the format's own library; None when the table needs Spark's rewrite."""
     started = time.monotonic()
     try:
-        outcome, attempts, error = _with_retries(lambda: rewriter.rewrite_partitions(partitions, layout),
+        outcome, attempts, error = _with_retries(lambda: rewriter.rewrite_partitions(partitions, layout,
+                                                                                      at_stream_weight),
                                                  partitions[0], lambda _exc: None, sleep)
     except RewriteNeedsSpark as exc:
         log.info(f"  {partitions[0]}: rewritten through Spark ({exc})")

@@ -150,6 +150,21 @@ def commits_at_stream_weight(jobs_running: Callable[[], bool], poll_s: float = 0
         set_autogroup_nice(base, path)
 
 
+@contextmanager
+def at_stream_weight(path: str = AUTOGROUP) -> Iterator[None]:
+    """The block at the stream's weight (this session's autogroup at nice 0): a commit made without Spark, which
+    races the stream's own commits to the table (pyiceberg's rewrite and its retries). As
+    `commits_at_stream_weight`, only in a session of its own whose autogroup is niced."""
+    base = autogroup_nice(path) if os.getsid(0) == os.getpid() else None
+    if not base or not set_autogroup_nice(0, path):
+        yield
+        return
+    try:
+        yield
+    finally:
+        set_autogroup_nice(base, path)
+
+
 # Delta's VACUUM lists the table's folders in this many Spark tasks (Spark's default, 10,000, is sized for big
 # clusters): on a 2-core box 10,000 near-empty tasks took 73 s of a dry run that takes 4 s with 8.
 LISTING_TASKS_PER_CORE = 8

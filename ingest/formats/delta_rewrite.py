@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from ingest.adapters.object_store import S3Files, is_s3_uri
@@ -26,7 +27,7 @@ from ingest.formats.table_maintenance import Layout, Rewrite, RewriteNeedsSpark
 from ingest.partitioning import parse_key
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ingest.settings import Settings
 
@@ -55,9 +56,11 @@ class DeltaRsRewriter:
         self.files = files if files is not None else S3Files(settings)
         self.locks = PartitionLocks(self.files, self.ref)
 
-    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout) -> Rewrite:
+    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
+                           committing: "Callable[[], AbstractContextManager]" = nullcontext) -> Rewrite:
         """Compact each partition in a commit of its own (counts summed). CommitConflict when another rewrite holds
-        the partition or delta-rs refused the commit."""
+        the partition or delta-rs refused the commit. (`committing` is not used: delta-rs' OPTIMIZE reads,
+        writes and commits in one call.)"""
         total = Rewrite(0, 0, 0)
         for partition in partitions:
             one = self._rewrite(partition, layout)

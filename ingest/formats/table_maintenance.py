@@ -7,12 +7,13 @@ format has its own (`delta_maintenance.py`, `iceberg_maintenance.py`), so caller
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyspark.sql import DataFrame
 
@@ -58,9 +59,11 @@ class RewriteNeedsSpark(Exception):
 class PartitionRewriter(Protocol):
     """Compaction without Spark (`TableFormat.rewriter`): each partition in a commit of its own."""
 
-    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout) -> Rewrite:
+    def rewrite_partitions(self, partitions: "Sequence[str]", layout: Layout,
+                           committing: "Callable[[], AbstractContextManager]" = nullcontext) -> Rewrite:
         """The counts of the commits alone. CommitConflict when a commit lost to a conflicting writer,
-        RewriteNeedsSpark when the table needs Spark's rewrite."""
+        RewriteNeedsSpark when the table needs Spark's rewrite. `committing` wraps each commit and its retries
+        where the library makes the commit a step of its own (pyiceberg; delta-rs' OPTIMIZE is one call)."""
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_a_rewrite_without_spark_retries_its_conflicts_then_skips_and_says_it_us
     class Conflicting:
         calls = 0
 
-        def rewrite_partitions(self, partitions, layout):
+        def rewrite_partitions(self, partitions, layout, committing=None):
             Conflicting.calls += 1
             raise CommitConflict("Commit failed: a concurrent transaction deleted the same data")
 
@@ -118,7 +118,7 @@ def test_a_rewrite_without_spark_retries_its_conflicts_then_skips_and_says_it_us
     assert commit.reason.startswith("conflict after 4 attempts")
 
     class Rewriting:
-        def rewrite_partitions(self, partitions, layout):
+        def rewrite_partitions(self, partitions, layout, committing=None):
             return Rewrite(61, 1, 9_000_000)
 
     done = _commit_without_spark(Rewriting(), None, ["d=1"], sleep=lambda _s: None)
@@ -130,7 +130,7 @@ def test_a_table_the_library_cannot_write_goes_back_to_spark():
     from maintenance.compaction import _commit_without_spark
 
     class Unsupported:
-        def rewrite_partitions(self, partitions, layout):
+        def rewrite_partitions(self, partitions, layout, committing=None):
             raise RewriteNeedsSpark("writer feature typeWidening")
 
     assert _commit_without_spark(Unsupported(), None, ["d=1"], sleep=lambda _s: None) is None

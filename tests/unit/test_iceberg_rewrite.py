@@ -3,6 +3,7 @@ with the same rows in fewer files, through a concurrent append, and never twice 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -33,12 +34,13 @@ def _rows(start: int, day: int = 20, count: int = 5):
     import pyarrow as pa
 
     return pa.table({"id": pa.array(range(start, start + count), pa.int64()),
-                     "event_time": pa.array([datetime(2026, 11, day, 1, i, tzinfo=UTC) for i in range(count)],
-                                            pa.timestamp("us", "UTC"))})
+                     "event_time": pa.array([datetime(2026, 11, day, 1, i // 60 % 60, i % 60, tzinfo=UTC)
+                                             for i in range(count)], pa.timestamp("us", "UTC"))})
 
 
-def _table(tmp_path, appends: int = 6):
-    """A table partitioned by day(event_time) with `appends` one-file appends to 2026-11-20 and one to the 21st."""
+def _table(tmp_path, appends: int = 6, rows: int = 5):
+    """A table partitioned by day(event_time) with `appends` one-file appends of `rows` rows to 2026-11-20 and one
+    to the 21st."""
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.transforms import DayTransform
@@ -54,8 +56,8 @@ def _table(tmp_path, appends: int = 6):
                                  partition_spec=PartitionSpec(PartitionField(2, 1000, DayTransform(),
                                                                              "event_time_day")))
     for n in range(appends):
-        table.append(_rows(n * 10))
-    table.append(_rows(1000, day=21))
+        table.append(_rows(n * rows, count=rows))
+    table.append(_rows(appends * rows, day=21))
     return catalog
 
 
@@ -96,12 +98,36 @@ def test_a_rewrite_commits_through_the_streams_appends_in_between(tmp_path, monk
         return tasks
 
     monkeypatch.setattr(IcebergRewriter, "_partition_tasks", planned_then_appended)
+    from collections import Counter
+
+    from pyiceberg.manifest import ManifestFile
+
+    reads, read = Counter(), ManifestFile.fetch_manifest_entry
+
+    def counted(manifest, io, discard_deleted=True):
+        reads[(manifest.manifest_path, discard_deleted)] += 1
+        return read(manifest, io, discard_deleted=discard_deleted)
+
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counted)
+    commits, during_commit = [], Counter()
+
+    @contextmanager
+    def committing():
+        commits.append("started")
+        reads.clear()  # the planning's reads before it are the scan's
+        yield
+        during_commit.update(reads)
+        commits.append("done")
+
     outcome = IcebergRewriter("lakeline.lake.events", _settings(tmp_path), _partitioning()).rewrite_partitions(
-        [DAY_20], LAYOUT)
-    assert (outcome.files_removed, outcome.files_added) == (6, 1)
+        [DAY_20], LAYOUT, committing)
+    assert (outcome.files_removed, outcome.files_added) == (6, 1) and commits == ["started", "done"]
     _, files, ids = _state(catalog)
     assert len(ids) == len(set(ids)) == 40  # the appended batch kept, nothing twice
     assert sorted(files.values()) == [1, 2]  # the rewrite's file and the batch's, beside the 21st's
+    # The first attempt lost to the append and the retry read only what the append added: each manifest once.
+    assert during_commit and max(during_commit.values()) == 1, during_commit
+    assert ManifestFile.fetch_manifest_entry is counted  # the library's own method is back after the commit
 
 
 def test_a_second_rewrite_of_the_same_files_is_refused_and_leaves_no_files_behind(tmp_path, monkeypatch):
@@ -152,3 +178,32 @@ def test_a_partition_over_the_input_bound_rewrites_its_smallest_files_first():
     assert [t.file.file_size_in_bytes for t in within_input_bound(tasks, max_bytes=65)] == [10, 20, 30]
     with pytest.raises(RewriteNeedsSpark, match="too large"):
         within_input_bound([task(100), task(100)], max_bytes=150)
+
+
+def test_the_files_written_are_cut_by_their_size_on_disk_not_in_memory(tmp_path):
+    catalog = _table(tmp_path, appends=12, rows=20_000)
+    _, _, ids = _state(catalog)
+    # A target of three input files' worth of Parquet: in memory the rows are several times that, which would cut
+    # a file per input file or more without the scaling.
+    table = catalog.load_table("lake.events")
+    sizes = sorted(task.file.file_size_in_bytes for task in table.scan().plan_files())
+    layout = Layout(target_bytes=3 * sizes[-1], small_below=sizes[-1])
+    outcome = IcebergRewriter("lakeline.lake.events", _settings(tmp_path), _partitioning()).rewrite_partitions(
+        [DAY_20], layout)
+    assert outcome.files_removed == 12 and outcome.files_added <= 6, outcome
+    assert _state(catalog)[2] == ids
+
+
+def test_the_transactions_staged_metadata_is_computed_once_per_change(tmp_path):
+    from ingest.formats.iceberg_rewrite import _transaction_class
+
+    catalog = _table(tmp_path, appends=1)
+    table = catalog.load_table("lake.events")
+    transaction = _transaction_class()(table)
+    first = transaction.table_metadata
+    assert transaction.table_metadata is first  # read ten times an attempt: not copied each time
+    catalog.load_table("lake.events").append(_rows(100))
+    table.refresh()  # a retry's refresh: the new metadata, and the append in it
+    assert transaction.table_metadata is not first
+    assert transaction.table_metadata.current_snapshot_id == table.metadata.current_snapshot_id != \
+        first.current_snapshot_id

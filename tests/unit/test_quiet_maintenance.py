@@ -149,6 +149,22 @@ def test_a_compaction_commits_at_the_streams_weight_once_its_jobs_are_done(tmp_p
     assert nice_now() == "10"  # the block is over: the maintenance weight
 
 
+def test_a_commit_without_spark_runs_at_the_streams_weight_and_the_weight_comes_back_after(tmp_path, monkeypatch):
+    from maintenance.yielding import at_stream_weight
+
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-7 nice 10\n")
+    monkeypatch.setattr(os, "getsid", lambda _pid: os.getpid())
+    with at_stream_weight(path=str(group)):
+        assert group.read_text().split()[-1] == "0"  # a Spark-free commit racing the stream's
+    assert group.read_text().split()[-1] == "10"
+    monkeypatch.setattr(os, "getsid", lambda _pid: os.getpid() + 1)  # by hand, in its shell's session
+    group.write_text("/autogroup-7 nice 0\n")
+    with at_stream_weight(path=str(group)):
+        pass
+    assert group.read_text() == "/autogroup-7 nice 0\n"
+
+
 def test_a_command_in_its_shells_session_leaves_the_autogroup_alone(tmp_path, monkeypatch):
     from maintenance.yielding import commits_at_stream_weight
 
