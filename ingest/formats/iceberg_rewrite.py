@@ -111,6 +111,7 @@ class IcebergRewriter:
             TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: str(int(layout.target_bytes * expansion))}})
         written = list(_dataframe_to_data_files(table_metadata=target, df=rows, io=table.io,
                                                 write_uuid=uuid.uuid4()))
+        del rows  # the partition's rows in memory: not held through the commit and its retries
         removed = [task.file for task in tasks]
         transaction = _transaction_class()(table)
         try:
