@@ -16,7 +16,6 @@ here in a process that runs below the stream's priority.
 from __future__ import annotations
 
 import json
-import logging
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ingest.settings import Settings
-
-log = logging.getLogger(__name__)
 
 REWRITE_KEY = "lakeline.rewrite"  # commitInfo key naming the partition a Lakeline rewrite compacted, for the history
 
@@ -61,12 +58,7 @@ class DeltaRsRewriter:
         """Compact each partition in a commit of its own (counts summed). CommitConflict when another rewrite holds
         the partition or delta-rs refused the commit. (`committing` is not used: delta-rs' OPTIMIZE reads,
         writes and commits in one call.)"""
-        total = Rewrite(0, 0, 0)
-        for partition in partitions:
-            one = self._rewrite(partition, layout)
-            total = Rewrite(total.files_removed + one.files_removed, total.files_added + one.files_added,
-                            total.bytes_rewritten + one.bytes_rewritten)
-        return total
+        return sum((self._rewrite(partition, layout) for partition in partitions), Rewrite(0, 0, 0))
 
     def _rewrite(self, partition: str, layout: Layout) -> Rewrite:
         with self.locks.holding([partition]):  # delta-rs lets a second compaction of it commit (rewrite_locks)

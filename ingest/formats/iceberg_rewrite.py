@@ -17,7 +17,6 @@ overwrite producer with Java's RewriteFiles validation and the `replace` operati
 
 from __future__ import annotations
 
-import logging
 import uuid
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
 
     from ingest.partitioning import PartitionField
     from ingest.settings import Settings
-
-log = logging.getLogger(__name__)
 
 REWRITE_KEY = "lakeline.rewrite"  # summary key naming the partition a Lakeline rewrite compacted, for the history
 # The Parquet bytes one commit reads at most: the rows are held in memory (Arrow, several times their Parquet size)
@@ -85,12 +82,8 @@ class IcebergRewriter:
 
         pa.set_cpu_count(1)  # one core for decoding and encoding: the stream keeps the others (as delta-rs' rewrite)
         catalog = iceberg_catalog(self.settings)
-        total = Rewrite(0, 0, 0)
-        for partition in partitions:
-            one = self._rewrite(catalog.load_table(self.identifier), partition, layout, committing)
-            total = Rewrite(total.files_removed + one.files_removed, total.files_added + one.files_added,
-                            total.bytes_rewritten + one.bytes_rewritten)
-        return total
+        return sum((self._rewrite(catalog.load_table(self.identifier), partition, layout, committing)
+                    for partition in partitions), Rewrite(0, 0, 0))
 
     def _rewrite(self, table, partition: str, layout: Layout,
                  committing: "Callable[[], AbstractContextManager]") -> Rewrite:
@@ -98,6 +91,7 @@ class IcebergRewriter:
         from pyiceberg.expressions import AlwaysTrue
         from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
         from pyiceberg.table import TableProperties
+        from pyiceberg.table.snapshots import Operation
 
         tasks = self._partition_tasks(table, partition)
         if len(tasks) < 2:
@@ -116,7 +110,8 @@ class IcebergRewriter:
         transaction = _transaction_class()(table)
         try:
             with committing(), _manifest_entries_read_once():
-                with _replace_files_class()(operation=_overwrite_operation(), transaction=transaction,
+                # OVERWRITE: the producer's manifests; the snapshot says `replace` (_ReplaceFiles._summary).
+                with _replace_files_class()(operation=Operation.OVERWRITE, transaction=transaction,
                                             io=table.io, snapshot_properties={REWRITE_KEY: partition or "(table)"}
                                             ) as rewrite:
                     for data_file in removed:
@@ -219,12 +214,6 @@ def _manifest_entries_read_once() -> "Iterator[None]":
         yield
     finally:
         ManifestFile.fetch_manifest_entry = read
-
-
-def _overwrite_operation():
-    from pyiceberg.table.snapshots import Operation
-
-    return Operation.OVERWRITE  # the producer's manifests; the snapshot says `replace` (_ReplaceFiles._summary)
 
 
 def rewriter_for(ref: str, settings: "Settings", layout: Layout,

@@ -51,6 +51,11 @@ class Rewrite:
     files_added: int
     bytes_rewritten: int
 
+    def __add__(self, other: "Rewrite") -> "Rewrite":
+        """Two commits' counts summed (a rewrite of several partitions, a commit each)."""
+        return Rewrite(self.files_removed + other.files_removed, self.files_added + other.files_added,
+                       self.bytes_rewritten + other.bytes_rewritten)
+
 
 class RewriteNeedsSpark(Exception):
     """A Spark-free rewrite cannot do this table (table features its library does not write): use Spark's."""

@@ -134,3 +134,7 @@ def test_a_table_the_library_cannot_write_goes_back_to_spark():
             raise RewriteNeedsSpark("writer feature typeWidening")
 
     assert _commit_without_spark(Unsupported(), None, ["d=1"], sleep=lambda _s: None) is None
+
+
+def test_the_counts_of_several_commits_add_up():
+    assert Rewrite(61, 1, 9_000) + Rewrite(40, 2, 5_000) == Rewrite(101, 3, 14_000)

@@ -122,9 +122,7 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
         if (overwrite) {
             stream = fs.create(path, true);
         } else {
-            FSDataOutputStreamBuilder<?, ?> builder = fs.createFile(path).overwrite(false);
-            builder.must(CONDITIONAL_CREATE, true);
-            stream = builder.build();
+            stream = createIfAbsent(fs, path);
         }
         boolean raises = false; // whether this commit itself raises the fence above the registered token
         try {
@@ -326,11 +324,16 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
         }
     }
 
-    /** Whether `text` was put at `path`; false when a file is there already (its writer's checksum stands). */
-    private static boolean putIfAbsent(FileSystem fs, Path path, String text) throws IOException {
+    /** A stream whose close PUTs `path` only if no object is there (If-None-Match: *). */
+    private static FSDataOutputStream createIfAbsent(FileSystem fs, Path path) throws IOException {
         FSDataOutputStreamBuilder<?, ?> builder = fs.createFile(path).overwrite(false);
         builder.must(CONDITIONAL_CREATE, true);
-        try (FSDataOutputStream stream = builder.build()) {
+        return builder.build();
+    }
+
+    /** Whether `text` was put at `path`; false when a file is there already (its writer's checksum stands). */
+    private static boolean putIfAbsent(FileSystem fs, Path path, String text) throws IOException {
+        try (FSDataOutputStream stream = createIfAbsent(fs, path)) {
             stream.write(text.getBytes(StandardCharsets.UTF_8));
         } catch (org.apache.hadoop.fs.FileAlreadyExistsException e) {
             return false;

@@ -211,6 +211,10 @@ class S3ConditionalPutLogStoreTest {
         // What the actions leave unchanged is carried; the file list, which they would change, is dropped.
         assertEquals("[{\"appId\":\"orders\",\"version\":7}]", two.get("setTransactions").toString());
         assertEquals("m", two.get("metadata").get("id").asText());
+        assertEquals("{\"minReaderVersion\":1}", two.get("protocol").toString());
+        assertEquals("[]", two.get("domainMetadata").toString());
+        assertEquals(1, two.get("numMetadata").asLong());
+        assertEquals(1, two.get("numProtocol").asLong());
         assertFalse(two.has("allFiles"));
         assertFalse(two.get("txnId").asText().equals("t0"));
     }
@@ -250,6 +254,8 @@ class S3ConditionalPutLogStoreTest {
         for (String action : underivable) {
             assertEquals(null, DerivedChecksum.derive(CHECKSUM_0, List.of(DELTA_RS_INFO, action)), action);
         }
+        String withoutCount = CHECKSUM_0.replace("\"numFiles\":3,", "");
+        assertEquals(null, DerivedChecksum.derive(withoutCount, List.of(DELTA_RS_INFO, add("x", 5))));
         String withTimestamps = CHECKSUM_0.replace("\"numFiles\"", "\"inCommitTimestampOpt\":5,\"numFiles\"");
         assertEquals(null, DerivedChecksum.derive(withTimestamps, List.of(DELTA_RS_INFO, add("x", 5))));
         String timed = DerivedChecksum.derive(withTimestamps,
