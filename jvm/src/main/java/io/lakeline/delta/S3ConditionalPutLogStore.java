@@ -223,8 +223,16 @@ public class S3ConditionalPutLogStore extends HadoopFileSystemLogStore {
         } else {
             super.listFrom(path, hadoopConf).forEachRemaining(listing::add);
         }
-        completeChecksums(listing, fs, fs.makeQualified(path).getParent(),
-                hadoopConf.getLong(CHECKSUM_WAIT_MS, DEFAULT_CHECKSUM_WAIT_MS));
+        try {
+            completeChecksums(listing, fs, fs.makeQualified(path).getParent(),
+                    hadoopConf.getLong(CHECKSUM_WAIT_MS, DEFAULT_CHECKSUM_WAIT_MS));
+        } catch (IOException e) {
+            // Completing the checksums only spares Delta a state rebuild: a store error or an unreadable checksum
+            // here must not fail the listing (the snapshot update, or the commit that lost its version).
+            org.slf4j.LoggerFactory.getLogger(S3ConditionalPutLogStore.class).warn(
+                    "{}: the newest commit's checksum was not completed ({}); Delta derives it", path.getParent(),
+                    e.toString());
+        }
         listing.sort(Comparator.comparing(status -> status.getPath().getName()));
         return listing.iterator();
     }

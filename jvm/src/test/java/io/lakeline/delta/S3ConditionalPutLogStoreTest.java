@@ -240,6 +240,16 @@ class S3ConditionalPutLogStoreTest {
     }
 
     @Test
+    void anUnreadableChecksumLeavesTheListingWhole() throws IOException {
+        String log = "s3a://bucket/unreadable/_delta_log";
+        logFile(log, "00000000000000000000.json", SPARK_COMMIT);
+        logFile(log, "00000000000000000000.crc", "{not json");
+        logFile(log, "00000000000000000001.json", DELTA_RS_INFO, add("d", 1));
+        assertEquals(List.of("00000000000000000000.crc", "00000000000000000000.json", "00000000000000000001.json"),
+                listNames(log, 30_000));
+    }
+
+    @Test
     void noChecksumIsDerivedWhereItCouldNotBeExact() throws IOException {
         String log = "s3a://bucket/not-derived/_delta_log";
         logFile(log, "00000000000000000000.json", SPARK_COMMIT);
