@@ -455,7 +455,7 @@ def test_compact_commands_beside_a_live_stream_report_true_counts_in_quiet_outpu
     assert "batch" in text and produced.count == 1200
 
 
-# Heavy: about 75 s a format (the stream's driver start, its load, reconcile); the compaction itself takes
+# Heavy: about 55 s a format, 105 s for both (the stream's driver start, its load, reconcile); the compaction takes
 # seconds and starts no JVM.
 @pytest.mark.heavy
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
