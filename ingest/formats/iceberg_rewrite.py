@@ -93,7 +93,7 @@ class IcebergRewriter:
         from pyiceberg.table import TableProperties
         from pyiceberg.table.snapshots import Operation
 
-        tasks = self._partition_tasks(table, partition)
+        tasks = self._partition_tasks(table, partition, layout.small_below)
         if len(tasks) < 2:
             return Rewrite(0, 0, 0)
         rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
@@ -126,9 +126,11 @@ class IcebergRewriter:
             raise CommitConflict(str(exc).splitlines()[0][:200]) from exc
         return Rewrite(len(removed), len(written), sum(f.file_size_in_bytes for f in removed))
 
-    def _partition_tasks(self, table, partition: str) -> list:
-        """The scan tasks of `partition`'s data files in the current spec; RewriteNeedsSpark where this cannot
-        rewrite them."""
+    def _partition_tasks(self, table, partition: str, small_below: int) -> list:
+        """The scan tasks of `partition`'s small data files (under `small_below` bytes) in the current spec;
+        RewriteNeedsSpark where this cannot rewrite them. Files already compacted stay as they are (as Spark's
+        rewrite leaves files over its min-file-size): taking them too rewrote the whole hot partition at every
+        run, the work growing with the partition up to MAX_INPUT_BYTES a run."""
         import pyarrow as pa
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
@@ -146,7 +148,8 @@ class IcebergRewriter:
         struct = schema_to_pyarrow(table.metadata.specs_struct(spec_ids=[spec.spec_id]))
         raw = [{field.name: task.file.partition[pos] for pos, field in enumerate(spec.fields)} for task in tasks]
         keys = [key(values) for values in pa.array(raw, type=struct).to_pylist()]
-        chosen = [task for task, task_key in zip(tasks, keys, strict=True) if task_key == partition]
+        chosen = [task for task, task_key in zip(tasks, keys, strict=True)
+                  if task_key == partition and task.file.file_size_in_bytes < small_below]
         if any(task.delete_files for task in chosen):
             raise RewriteNeedsSpark("the partition has delete files")
         return within_input_bound(chosen)

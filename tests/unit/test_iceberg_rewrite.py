@@ -88,12 +88,31 @@ def test_a_partition_is_rewritten_into_one_file_in_a_replace_commit_with_the_sam
     assert rewriter.rewrite_partitions([DAY_20], LAYOUT).files_removed == 0
 
 
+def test_files_already_compacted_are_not_rewritten_again(tmp_path):
+    catalog = _table(tmp_path)
+    rewriter = rewriter_for("lakeline.lake.events", _settings(tmp_path), LAYOUT, _partitioning())
+    assert rewriter.rewrite_partitions([DAY_20], LAYOUT).files_removed == 6
+    compacted = {task.file.file_path: task.file.file_size_in_bytes  # one file a day now
+                 for task in catalog.load_table("lake.events").scan().plan_files()}
+    table = catalog.load_table("lake.events")
+    for n in range(3):  # the stream goes on writing the partition
+        table.append(_rows(1000 + 5 * n))
+    _, _, ids_before = _state(catalog)
+    # A file at or over the small threshold (what the previous run wrote) stays; only the stream's three are read.
+    layout = Layout(LAYOUT.target_bytes, small_below=max(compacted.values()))
+    outcome = rewriter.rewrite_partitions([DAY_20], layout)
+    assert (outcome.files_removed, outcome.files_added) == (3, 1), outcome
+    table, files_after, ids_after = _state(catalog)
+    assert ids_after == ids_before and sorted(files_after.values()) == [1, 2]
+    assert set(compacted) <= {task.file.file_path for task in table.scan().plan_files()}
+
+
 def test_a_rewrite_commits_through_the_streams_appends_in_between(tmp_path, monkeypatch):
     catalog = _table(tmp_path)
     planned = IcebergRewriter._partition_tasks
 
-    def planned_then_appended(self, table, partition):
-        tasks = planned(self, table, partition)
+    def planned_then_appended(self, table, partition, small_below):
+        tasks = planned(self, table, partition, small_below)
         catalog.load_table("lake.events").append(_rows(500))  # the stream's batch lands before the commit
         return tasks
 
@@ -136,8 +155,8 @@ def test_a_second_rewrite_of_the_same_files_is_refused_and_leaves_no_files_behin
     planned = IcebergRewriter._partition_tasks
     first = {"done": False}
 
-    def planned_then_rewritten_by_another(self, table, partition):
-        tasks = planned(self, table, partition)
+    def planned_then_rewritten_by_another(self, table, partition, small_below):
+        tasks = planned(self, table, partition, small_below)
         if not first["done"]:
             first["done"] = True  # another compaction rewrites the same files meanwhile, and commits first
             IcebergRewriter("lakeline.lake.events", settings, _partitioning()).rewrite_partitions([partition], LAYOUT)
@@ -187,7 +206,7 @@ def test_the_files_written_are_cut_by_their_size_on_disk_not_in_memory(tmp_path)
     # a file per input file or more without the scaling.
     table = catalog.load_table("lake.events")
     sizes = sorted(task.file.file_size_in_bytes for task in table.scan().plan_files())
-    layout = Layout(target_bytes=3 * sizes[-1], small_below=sizes[-1])
+    layout = Layout(target_bytes=3 * sizes[-1], small_below=3 * sizes[-1] // 2)
     outcome = IcebergRewriter("lakeline.lake.events", _settings(tmp_path), _partitioning()).rewrite_partitions(
         [DAY_20], layout)
     assert outcome.files_removed == 12 and outcome.files_added <= 6, outcome
