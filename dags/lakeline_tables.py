@@ -101,8 +101,8 @@ def bound_dag(name: str, path: str):
          catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"The files-per-partition bound of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def bounding():
-        # First in the queue when a slot frees: seconds of work that keeps the bound, where the compaction and
-        # retention tasks take minutes.
+        # First in the scheduler's queue when a slot frees: seconds of work that keeps the bound, where the
+        # compaction and retention tasks take minutes. (Tasks the executor already holds run in arrival order.)
         @task(priority_weight=BOUND_PRIORITY)
         def bound() -> dict:
             return tasks.bound(path, CONF_DIR, _as_of())
