@@ -11,7 +11,7 @@ sized for this scale (small files below half of 32MB, a per-run byte budget, the
 60 files, short retention windows; the Delta table's removed-file floor lowered to match). Before the
 load, --history bursts of sample events with event times over the past two days make a few dozen settled
 partitions of small files, as a day of running leaves behind. Airflow (AIRFLOW_HOME in the temp dir, the repo's
-dags/, a SQLite database, LocalExecutor with a task slot per table pool and one more for the JVM-free tasks):
+dags/, a SQLite database, the pools of maintenance.pools, LocalExecutor with a task slot per pool slot):
 api-server (execution API only), scheduler and dag-processor, the compaction DAGs every --compact-every minutes
 (LAKELINE_DAG_COMPACT_EVERY), the files-bound DAGs every --bound-every minutes (LAKELINE_DAG_BOUND_EVERY),
 retention after each compaction and the checkpoint backups every --backup-every minutes; the drill and freshness
@@ -260,7 +260,7 @@ class Airflow:
 
     COMMANDS = (["api-server", "--apps", "execution", "--host", "127.0.0.1"], ["scheduler"], ["dag-processor"])
 
-    def __init__(self, home: Path, env: dict[str, str], slots: int = 3):
+    def __init__(self, home: Path, env: dict[str, str], slots: int):
         from infra.paths import REPO_ROOT
 
         self.home, self.port = home, _free_port()
@@ -269,9 +269,8 @@ class Airflow:
                     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
                     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
                     "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-                    # a task slot per table pool (compact and retain, the tasks that start Spark: at most one
-                    # JVM per table) and one for the JVM-free tasks (decide, backups, the files bound), which two
-                    # long compactions would otherwise hold back for minutes
+                    # a worker per pool slot (maintenance.pools): the LocalExecutor takes whatever the pools let
+                    # through, so the files bound never waits behind a backup in its queue
                     "AIRFLOW__CORE__PARALLELISM": str(slots), "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
                     "AIRFLOW__API__PORT": str(self.port),
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.port}/execution/",
@@ -290,12 +289,12 @@ class Airflow:
             raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stderr[-3000:]}")
         return done.stdout
 
-    def start(self, pools: list[str]) -> None:
+    def start(self, pools: dict) -> None:
+        """Start the three processes with `pools` (`airflow pools import` form) created."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.cli("db", "migrate")
         pool_file = self.home / "pools.json"
-        pool_file.write_text(json.dumps({p: {"slots": 1, "description": "Lakeline: compaction and retention of one "
-                                             "table, one at a time", "include_deferred": False} for p in pools}))
+        pool_file.write_text(json.dumps(pools))
         self.cli("pools", "import", str(pool_file))
         for command in self.COMMANDS:
             log = open(self.home / f"{command[0]}.log", "w")
@@ -330,15 +329,15 @@ class Airflow:
         return [row[0] if len(row) == 1 else row for row in rows]
 
     def task_runs(self) -> list[dict]:
-        """Every Lakeline maintenance task instance: dag, task, run, state, start/end (epoch ms), tries."""
-        rows = self.query("SELECT dag_id, task_id, run_id, state, start_date, end_date, try_number FROM "
-                          "task_instance WHERE dag_id LIKE 'lakeline_%' ORDER BY start_date")
+        """Every Lakeline maintenance task instance: dag, task, run, state, queued/start/end (epoch ms), tries."""
+        rows = self.query("SELECT dag_id, task_id, run_id, state, queued_dttm, start_date, end_date, try_number "
+                          "FROM task_instance WHERE dag_id LIKE 'lakeline_%' ORDER BY start_date")
 
         def ms(value):
             return int(datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp() * 1000) if value else None
 
-        return [{"dag": d, "task": t, "run": r, "state": s, "start_ms": ms(a), "end_ms": ms(b), "tries": n}
-                for d, t, r, s, a, b, n in rows]
+        return [{"dag": d, "task": t, "run": r, "state": s, "queued_ms": ms(q), "start_ms": ms(a), "end_ms": ms(b),
+                 "tries": n} for d, t, r, s, q, a, b, n in rows]
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
@@ -569,6 +568,16 @@ def summarise(rows: list[dict], group: str) -> dict:
             "minutes_p50_over_1s": sum(1 for v in p50 if v > 1.0)}
 
 
+def queue_waits(runs: list[dict]) -> dict | None:
+    """Seconds from queued to started of the task runs that started: median and worst (None when none did)."""
+    waits = [(m["start_ms"] - m["queued_ms"]) / 1000 for m in runs if m.get("start_ms") and m.get("queued_ms")]
+    return {"median": round(statistics.median(waits), 1), "worst": round(max(waits), 1)} if waits else None
+
+
+def _waits_text(waits: dict | None) -> str:
+    return f"queued to started median {waits['median']} s, worst {waits['worst']} s" if waits else "none started"
+
+
 def _events(path: Path) -> list:
     from ingest.events import read_events
 
@@ -648,7 +657,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     from ingest.events import CommitRetried, PipelineFailed, RunStarted
     from ingest.formats import format_for
     from ingest.produce import produce
-    from maintenance.tasks import table_pool
+    from maintenance.pools import import_file, pools, slots_needed
 
     topic, bucket = f"bench_steady_{run_id}", f"bench-steady-{run_id}"
     KafkaAdmin(settings).ensure_topic(topic, 4)
@@ -666,7 +675,8 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
                                                      os.environ.get("PYTHONPATH")) if p)}
     events_files: list[Path] = []  # one per start of the application
     trackers = {fmt: CommitTracker(fmt, t["location"], settings) for fmt, t in tables.items()}
-    airflow = Airflow(work / "airflow", env, slots=len(tables) + 1)
+    declared_pools = pools(conf)
+    airflow = Airflow(work / "airflow", env, slots=slots_needed(declared_pools))
     app = load = sampler = None
     pipelines = {fmt: f"steady_{fmt}_{run_id}" for fmt in tables}  # write_conf's pipeline names
     restarts: dict[str, dict] = {}
@@ -721,7 +731,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         if not args.no_restart:  # the fresh figure: kill -9 and restart on tables with only those few commits
             sent = restart("fresh", "on fresh tables", 500, sent)
         if not args.no_maintenance:
-            airflow.start([table_pool(t["table"]) for t in tables.values()])
+            airflow.start(import_file(declared_pools))
         dag_ids = [f"lakeline_{kind}__{t['table']}" for t in tables.values()
                    for kind in ("compact", "retain", "checkpoint_backup")] + \
             [f"lakeline_bound__{t['table']}" for fmt, t in tables.items() if format_for(fmt).rewrites_without_spark]
@@ -792,6 +802,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             "compaction_retries": sum(max(0, (m["tries"] or 1) - 1) for m in ran if m["task"] == "compact"),
             "retentions": sum(1 for m in ran if m["task"] == "retain" and m["state"] == "success"),
             "bound_runs": sum(1 for m in ran if m["task"] == "bound" and m["state"] == "success"),
+            "bound_queued_s": queue_waits([m for m in ran if m["task"] == "bound"]),
             "backups": sum(1 for m in maintenance if m["dag"] == f"lakeline_checkpoint_backup__{table['table']}"
                            and m["task"] == "verify" and m["state"] == "success"),
             "stream_commit_retries": sum(1 for e in retried if table["table"] in e.table),
@@ -894,7 +905,8 @@ def markdown(results: list[dict]) -> str:
                            f"{result['lost_batches']}; reconcile {table['reconcile']}.\n")
             elif result["system"] == "lakeline":
                 out.append(f"Compactions {table['compactions']} (failed {table['compactions_failed']}, retried "
-                           f"{table['compaction_retries']}), files-bound runs {table.get('bound_runs', 0)}, "
+                           f"{table['compaction_retries']}), files-bound runs {table.get('bound_runs', 0)} "
+                           f"({_waits_text(table.get('bound_queued_s'))}), "
                            f"retentions {table['retentions']}, checkpoint backups "
                            f"verified {table['backups']}, stream commits retried {table['stream_commit_retries']}, "
                            f"lost batches {result['lost_batches']}; reconcile {table['reconcile']}.\n")

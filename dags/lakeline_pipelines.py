@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ingest.config import load_pipeline
 from ingest.settings import load_settings
 from maintenance import tasks
+from maintenance.pools import DRILL_POOL, STEPS_POOL
 
 SETTINGS = load_settings()
 CONF_DIR = Path(SETTINGS.conf_dir or Path(__file__).resolve().parent.parent / "conf")
@@ -47,11 +48,11 @@ def backup_dag(name: str, path: str):
          tags=["lakeline", "checkpoint", name],
          doc_md=f"Back up and verify the checkpoint of pipeline `{name}` (`{path}`).")
     def checkpoint_backup():
-        @task
+        @task(pool=STEPS_POOL)
         def backup() -> dict:
             return tasks.backup_checkpoint(path)
 
-        @task
+        @task(pool=STEPS_POOL)
         def verify(made: dict) -> dict:
             return tasks.verify_backup(path, made["backup_id"])
 
@@ -68,13 +69,13 @@ def drill_dag(name: str, path: str):
                  "events": Param(3000, type="integer", minimum=2000)},
          doc_md=f"Recovery drill of pipeline `{name}` on an isolated copy; see `lakeline drill --help`.")
     def recovery_drill():
-        @task
+        @task(pool=STEPS_POOL)
         def prepare() -> str:
             drill_id = tasks.drill_run_id(get_current_context()["dag_run"].run_id)
             tasks.drill_cleanup(path, drill_id)  # a retried run starts from a clean slate
             return drill_id
 
-        @task
+        @task(pool=DRILL_POOL)
         def run_drill(drill_id: str) -> dict:
             context = get_current_context()
             result = tasks.drill(path, drill_id, context["params"]["scenario"], int(context["params"]["events"]))
@@ -85,7 +86,7 @@ def drill_dag(name: str, path: str):
                                            f"{result.output}")
             return result.output
 
-        @task
+        @task(pool=STEPS_POOL)
         def remove(drill_id: str) -> dict:
             return tasks.drill_cleanup(path, drill_id)
 
@@ -101,7 +102,7 @@ def freshness_dag(pipelines: dict[str, str]):
          default_args={**DEFAULT_ARGS, "retries": 0}, tags=["lakeline", "freshness"],
          doc_md="Each pipeline's table against its `freshness:` SLA (pipeline YAML), as of the data interval end.")
     def freshness():
-        @task
+        @task(pool=STEPS_POOL)
         def check(path: str) -> dict:
             result = tasks.freshness(path, tasks.run_as_of(get_current_context()))
             if result.code != 0:

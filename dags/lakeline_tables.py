@@ -10,14 +10,16 @@
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
   threshold.
 - lakeline_bound__<table>, for tables whose format rewrites without Spark (Delta): every LAKELINE_DAG_BOUND_EVERY
-  minutes (5), the hot partitions holding half the policy's max_files_per_partition rewritten by delta-rs
-  (seconds, where a Spark task beside the stream takes minutes), so the bound holds between compaction runs. No
-  pool: it never starts Spark, and a conflict with the compaction's own rewrite of the partition is retried.
+  minutes (5), the hot partitions holding half the policy's max_files_per_partition rewritten without Spark
+  (seconds, where a Spark task beside the stream takes minutes), so the bound holds between compaction runs. Its
+  pool lakeline_bound has a slot per table, so no backup or compaction is ever ahead of it; a conflict with the
+  compaction's own rewrite of the partition is retried.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
   guards. Its task and the compact task
   share the one-slot pool lakeline_table__<table>, so a long retention and the next hour's compaction never
-  overlap (create the pools with `bash infra/airflow.sh create-pools`; dags/README.md).
+  overlap. decide and needed take the lakeline_steps slot (maintenance.pools; create the pools with
+  `bash infra/airflow.sh create-pools`, dags/README.md).
 
 Wiring only: the steps live in maintenance.tasks. At import this reads the YAML under LAKELINE_CONF_DIR and
 nothing else: no network, no Spark, no Variables.
@@ -31,10 +33,9 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
-from ingest.formats import format_for
 from ingest.settings import compact_cron, load_settings
 from maintenance import tasks
-from maintenance.policy import load_table
+from maintenance.pools import BOUND_POOL, STEPS_POOL, table_files, table_pool
 
 SETTINGS = load_settings()
 CONF_DIR = Path(SETTINGS.conf_dir or Path(__file__).resolve().parent.parent / "conf")
@@ -43,16 +44,8 @@ START = pendulum.datetime(2026, 1, 1, tz="UTC")
 # time). (Plain "@hourly" is a trigger timetable in Airflow 3, whose runs have a zero-length data interval.)
 EVERY = timedelta(minutes=SETTINGS.dag_compact_every)
 COMPACT_SCHEDULE = CronTriggerTimetable(compact_cron(SETTINGS.dag_compact_every), timezone="UTC", interval=EVERY)
-BOUND_PRIORITY = 10  # the other tasks have Airflow's default, 1
 DEFAULT_ARGS = {"owner": "lakeline", "retries": 2, "retry_delay": timedelta(minutes=2),
                 "retry_exponential_backoff": True}
-
-
-def table_files() -> dict[str, tuple[str, bool]]:
-    """table name -> (YAML path, whether its format rewrites without Spark), for every table file (an invalid one
-    fails the import, naming it)."""
-    tables = [(load_table(str(path), CONF_DIR), str(path)) for path in sorted((CONF_DIR / "tables").glob("*.yaml"))]
-    return {table.name: (path, format_for(table.format).rewrites_without_spark) for table, path in tables}
 
 
 def compacted_asset(name: str) -> Asset:
@@ -72,7 +65,7 @@ def compact_dag(name: str, path: str):
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"Policy-driven compaction of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def compaction():
-        @task
+        @task(pool=STEPS_POOL)
         def decide() -> dict:
             plan = tasks.compact(path, CONF_DIR, _as_of(), dry_run=True, interval=_interval())
             print(tasks.health_line(plan.get("health") or {}))
@@ -82,11 +75,11 @@ def compact_dag(name: str, path: str):
                   f"{len(plan.get('skipped_by_policy', []))} left alone (under threshold, hot or budget)")
             return plan
 
-        @task.short_circuit
+        @task.short_circuit(pool=STEPS_POOL)
         def needed(plan: dict) -> bool:
             return bool(plan.get("partitions"))
 
-        @task(outlets=[compacted_asset(name)], pool=tasks.table_pool(name))
+        @task(outlets=[compacted_asset(name)], pool=table_pool(name))
         def compact(_plan: dict) -> dict:
             return tasks.compact(path, CONF_DIR, _as_of(), dry_run=False, interval=_interval())
 
@@ -101,9 +94,7 @@ def bound_dag(name: str, path: str):
          catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "compaction", name],
          doc_md=f"The files-per-partition bound of table `{name}` (`{path}`); see `lakeline compact --help`.")
     def bounding():
-        # First in the scheduler's queue when a slot frees: seconds of work that keeps the bound, where the
-        # compaction and retention tasks take minutes. (Tasks the executor already holds run in arrival order.)
-        @task(priority_weight=BOUND_PRIORITY)
+        @task(pool=BOUND_POOL)
         def bound() -> dict:
             return tasks.bound(path, CONF_DIR, _as_of())
 
@@ -122,7 +113,7 @@ def retain_dag(name: str, path: str):
          max_active_runs=1, default_args=DEFAULT_ARGS, tags=["lakeline", "retention", name],
          doc_md=f"Retention for table `{name}` after its compaction; see `lakeline retain --help`.")
     def retention():
-        @task(pool=tasks.table_pool(name))
+        @task(pool=table_pool(name))
         def retain() -> dict:
             return tasks.retain(path, CONF_DIR, _as_of())
 
@@ -131,8 +122,8 @@ def retain_dag(name: str, path: str):
     return retention()
 
 
-for _name, (_path, _without_spark) in table_files().items():
-    compact_dag(_name, _path)
-    if _without_spark:  # elsewhere the compaction run keeps the bound (Spark's rewrite)
-        bound_dag(_name, _path)
-    retain_dag(_name, _path)
+for _file in table_files(CONF_DIR):  # an invalid table file fails the import, naming it
+    compact_dag(_file.table.name, _file.path)
+    if _file.bounded:  # elsewhere the compaction run keeps the bound (Spark's rewrite)
+        bound_dag(_file.table.name, _file.path)
+    retain_dag(_file.table.name, _file.path)

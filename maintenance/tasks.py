@@ -144,11 +144,6 @@ def run_interval(context) -> tuple[str, str] | None:
     return (start.isoformat(), end.isoformat()) if start < end else None
 
 
-def table_pool(table: str) -> str:
-    """The one-slot Airflow pool that keeps a table's compaction and retention from running at the same time."""
-    return f"lakeline_table__{table}"
-
-
 # ---- the steps the DAGs wire together ------------------------------------------------------------------------
 def backup_checkpoint(pipeline: str) -> dict:
     return run_lakeline(["checkpoint", "backup", "--pipeline", pipeline, "--output", "json"]).output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.steady import (CommitTracker, CpuTotal, _maintained, first_commits, markdown, parse_jstat_gc,
-                          per_minute, plot, restart_ratios, slow_batches, summarise)
+                          per_minute, plot, queue_waits, restart_ratios, slow_batches, summarise)
 from ingest.events import BatchCommitted, RunStarted
 
 START = 1_800_000_000_000
@@ -110,7 +110,7 @@ def test_the_drivers_old_generation_is_read_apart_from_its_resident_memory():
 def test_an_airflow_never_started_is_not_a_dead_one(tmp_path):
     from bench.steady import Airflow
 
-    Airflow(tmp_path, {}).check_alive()  # --no-maintenance: nothing to check
+    Airflow(tmp_path, {}, slots=6).check_alive()  # --no-maintenance: nothing to check
 
 
 def test_a_run_of_the_peers_alone_reads_and_plots_without_a_lakeline_result(tmp_path):
@@ -149,3 +149,10 @@ def test_a_stream_batch_over_five_seconds_in_the_load_is_listed_with_its_phases(
              "reconcile": {"exact": True}, "slow_batches": listed}
     text = markdown([{"system": "lakeline", "maintenance": "none", "lost_batches": 0, "tables": {"delta": table}}])
     assert "Stream batches over 5 s: 1: batch 8 10.4 s (table 10.4 s)." in text
+
+
+def test_queue_waits_count_only_the_runs_that_started():
+    runs = [{"queued_ms": START, "start_ms": START + 2_000}, {"queued_ms": START, "start_ms": START + 180_000},
+            {"queued_ms": START, "start_ms": START + 4_000}, {"queued_ms": START, "start_ms": None}]
+    assert queue_waits(runs) == {"median": 4.0, "worst": 180.0}
+    assert queue_waits([{"queued_ms": None, "start_ms": None}]) is None

@@ -25,7 +25,6 @@ bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
                   "seconds": time.monotonic() - started, "tasks": {d: sorted(bag.dags[d].task_ids) for d in bag.dags},
                   "pools": {d: {t.task_id: t.pool for t in bag.dags[d].tasks} for d in bag.dags},
-                  "priorities": {d: {t.task_id: t.priority_weight for t in bag.dags[d].tasks} for d in bag.dags},
                   "schedules": {d: [str(getattr(bag.dags[d].timetable, a, None)) for a in ("expression", "interval",
                                                                                          "delta")] for d in bag.dags}}))
 """
@@ -55,19 +54,17 @@ def test_dagbag_has_no_import_errors_and_expected_ids():
     # decide measures and plans (no JVM where the table's library reads it), compact rewrites with Spark
     assert result["tasks"]["lakeline_compact__orders_iceberg"] == ["compact", "decide", "needed"]
     assert result["tasks"]["lakeline_retain__orders_iceberg"] == ["retain"]
-    # the files bound: never Spark, so no table slot (a long Spark compaction must not hold it back)
+    # the files bound: never Spark, in a pool of its own (no long Spark compaction, no backup ahead of it)
+    pools = result["pools"]
     for name in ("orders_delta", "orders_iceberg"):
         assert result["tasks"][f"lakeline_bound__{name}"] == ["bound"]
-        assert result["pools"][f"lakeline_bound__{name}"]["bound"] == "default_pool"
-    # and first in the queue: seconds of work, where compaction and retention hold a slot for minutes
-    assert result["priorities"]["lakeline_bound__orders_delta"]["bound"] > max(
-        result["priorities"]["lakeline_compact__orders_delta"].values())
+        assert pools[f"lakeline_bound__{name}"]["bound"] == "lakeline_bound"
     assert result["schedules"]["lakeline_bound__orders_delta"][2] == "0:05:00"
     # a table's compaction and retention share its one-slot pool; the read-only steps do not take the slot
-    pools = result["pools"]
     assert pools["lakeline_compact__orders_iceberg"]["compact"] == pools["lakeline_retain__orders_iceberg"][
         "retain"] == "lakeline_table__orders_iceberg" != pools["lakeline_compact__orders_delta"]["compact"]
-    assert pools["lakeline_compact__orders_iceberg"]["decide"] == "default_pool"
+    assert pools["lakeline_compact__orders_iceberg"]["decide"] == "lakeline_steps"
+    assert pools["lakeline_checkpoint_backup__orders_delta"] == {"backup": "lakeline_steps", "verify": "lakeline_steps"}
     # by default hourly compaction runs standing for the hour that ended, and backups every 15 minutes
     assert result["schedules"]["lakeline_compact__orders_delta"][:2] == ["0 * * * *", "1:00:00"]
     assert result["schedules"]["lakeline_checkpoint_backup__orders_delta"][2] == "0:15:00"
@@ -192,3 +189,28 @@ def test_run_lakeline_parses_json_and_logs_the_error_of_a_failing_command(tmp_pa
         run_lakeline(["check-config", "--pipeline", str(tmp_path / "missing.yaml")])
     logged = [r.getMessage() for r in caplog.records if r.name == "maintenance.tasks"]
     assert any("missing.yaml" in line for line in logged) and "missing.yaml" in str(failed.value)
+
+
+def test_every_task_takes_a_slot_of_a_lakeline_pool_and_the_bound_has_one_per_table(tmp_path):
+    """With the executor's parallelism at slots_needed(), whatever a pool lets through starts at once: no task sits
+    in default_pool, where it could fill the executor's queue ahead of a files-bound run."""
+    from maintenance.pools import BOUND_POOL, import_file, pools, slots_needed
+
+    shipped = REPO / "conf"
+    declared = {p.name: p.slots for p in pools(shipped)}
+    result = _parse()
+    used = {pool for tasks in result["pools"].values() for pool in tasks.values()}
+    assert used <= set(declared), used - set(declared)
+    bounded = [d for d in result["dags"] if d.startswith("lakeline_bound__")]
+    assert declared[BOUND_POOL] == len(bounded) == 2
+    assert all(declared[f"lakeline_table__{t}"] == 1 for t in ("orders_delta", "orders_iceberg"))
+    assert slots_needed(pools(shipped)) == sum(declared.values())
+    assert import_file(pools(shipped))[BOUND_POOL]["slots"] == 2
+    # a table added to conf/ adds its table pool and a bound slot
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "clicks.yaml").write_text(
+        (shipped / "pipelines" / "orders_delta.yaml").read_text().replace("pipeline: orders_delta", "pipeline: clicks"))
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "clicks.yaml").write_text("table: clicks\npipeline: ../pipelines/clicks.yaml\n")
+    names = {p.name: p.slots for p in pools(tmp_path)}
+    assert names["lakeline_table__clicks"] == 1 and names[BOUND_POOL] == 1
