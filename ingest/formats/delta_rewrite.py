@@ -11,6 +11,13 @@ The checksum: delta-rs writes no `N.crc`, and a delta-spark commit after a versi
 state to derive its own. The stream's LogStore derives it instead, from `N-1.crc` and `N.json`'s adds and removes,
 at the listing that first shows the version (`io.lakeline.delta.DerivedChecksum`): in the stream's own thread, not
 here in a process that runs below the stream's priority.
+
+What a run reads: delta-rs takes every file of the partition under the target size, not only the small ones
+(Spark's `minFileSize`; delta-io/delta-rs#3820, open), and its first-fit bins fill each earlier run's output
+(compressed below the target) with small files. So a run also rewrites what earlier runs compacted in that
+partition. That costs I/O beside the stream, bounded by the partition's size. A selection of our own would mean
+writing Delta commits by hand, which delta-rs' Python API does not offer for chosen files, so the library's rule
+is kept.
 """
 
 from __future__ import annotations
