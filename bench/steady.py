@@ -3,6 +3,7 @@ the real Airflow scheduler compacts, expires and backs up both tables beside it;
 reader metadata, memory and CPU. Writes bench/results/steady-<rate>-<date>.{json,md,png}.
 
     .venv/bin/python -m bench.steady --rate 5000 --minutes 30
+    .venv/bin/python -m bench.steady --formats delta    # one pipeline, like for like with a peer (…-delta-<date>)
     .venv/bin/python -m bench.steady --quick            # 3 minutes, compaction every minute, nothing written
     .venv/bin/python -m bench.steady --peers spark-delta delta-rs spark-iceberg
 
@@ -56,6 +57,7 @@ import yaml
 from bench.common import document, result_name, write
 
 PEERS = ("spark-delta", "delta-rs", "spark-iceberg")
+FORMATS = ("delta", "iceberg")  # Lakeline's pipelines in the one application (--formats)
 SEGMENT_S = 60  # one bench.load process per minute of schedule, built while the previous one sends
 SAMPLE_S = 5  # memory and CPU samples
 RESTART_LOAD_S = 120  # the load around a restart measurement (at the run's rate): the kill, then the new commits
@@ -349,8 +351,9 @@ class Airflow:
 
 
 # ---- the run -------------------------------------------------------------------------------------------------
-def write_conf(conf: Path, run_id: str, topic: str, bucket: str) -> dict[str, dict]:
-    """Pipeline and table files for a Delta and an Iceberg pipeline on `topic`; {format: {pipeline, table file,
+def write_conf(conf: Path, run_id: str, topic: str, bucket: str,
+               formats: tuple[str, ...] = FORMATS) -> dict[str, dict]:
+    """Pipeline and table files for a pipeline of each format on `topic`; {format: {pipeline, table file,
     location}}."""
     from infra.paths import REPO_ROOT
 
@@ -359,7 +362,7 @@ def write_conf(conf: Path, run_id: str, topic: str, bucket: str) -> dict[str, di
     (conf / "tables").mkdir()
     out = {}
     partition = [{"column": "event_hour", "source": "event_time", "transform": "hour"}]
-    for fmt in ("delta", "iceberg"):
+    for fmt in formats:
         name = f"steady_{fmt}_{run_id}"
         sink = {"format": fmt, "table": name, "partition": partition}
         if fmt == "delta":
@@ -663,7 +666,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
     KafkaAdmin(settings).ensure_topic(topic, 4)
     s3_client(settings).create_bucket(Bucket=bucket)
     conf = work / "conf"
-    tables = write_conf(conf, run_id, topic, bucket)
+    tables = write_conf(conf, run_id, topic, bucket, tuple(args.formats))
     # The Delta table's own removed-file floor (7 days by default) would refuse the policy's short retention.
     spark_conf = {**json.loads(os.environ.get("LAKELINE_SPARK_CONF") or "{}"),
                   "spark.databricks.delta.properties.defaults.deletedFileRetentionDuration": "interval 1 minute"}
@@ -707,7 +710,8 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         return sent + restart_sent
 
     try:
-        print(f"== Lakeline, Delta + Iceberg in one application, {args.rate:,} msg/s for {args.minutes} min; "
+        print(f"== Lakeline, {_formats_text(args.formats)} in one application, {args.rate:,} msg/s for "
+              f"{args.minutes} min; "
               + ("no maintenance" if args.no_maintenance else f"compaction every {args.compact_every} min, backups "
                  f"every {args.backup_every} min"), flush=True)
         app, _ = start_app()
@@ -720,7 +724,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
         _wait(lambda: sum(isinstance(e, RunStarted) for e in _events(events_files[-1])) >= 2,
               "the application to start", 600, app_alive)
         # History: settled partitions of small files, one burst per batch, as hours of running leave them.
-        config = load_pipeline(tables["delta"]["pipeline"])
+        config = load_pipeline(next(iter(tables.values()))["pipeline"])  # one topic: any pipeline's schema
         sent = 0
         for burst in range(args.history):
             sent += produce(config, settings, args.history_records, seed=1000 + burst).count
@@ -813,6 +817,12 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             "exact": bool(report.get("exact")) and report.get("dead_letters") == 0}
     result["exact"] = all(t["exact"] for t in result["tables"].values())
     return result
+
+
+def _formats_text(formats: list[str]) -> str:
+    """['delta', 'iceberg'] -> 'a Delta and an Iceberg pipeline'."""
+    names = {"delta": "a Delta", "iceberg": "an Iceberg"}
+    return " and ".join(names[f] for f in formats) + " pipeline"
 
 
 def _maintained(runs: list[dict], tables: list[str]) -> bool:
@@ -988,6 +998,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-maintenance", type=float, default=0, metavar="MIN",
                         help="after the drain, wait up to MIN minutes for a compaction and a retention of each table "
                              "(the quick mode: 15)")
+    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS),
+                        help="the Lakeline pipelines, all in one application (default: delta iceberg); one format "
+                             "is the like-for-like of a peer, which writes one table")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=[], help="peers after Lakeline, no maintenance")
     parser.add_argument("--peers-only", action="store_true",
                         help="run only the --peers (no Lakeline run); results steady-<rate>-peers-<date>")
@@ -1028,7 +1041,8 @@ def main(argv: list[str] | None = None) -> int:
     results = [] if args.peers_only else [run_lakeline(args, settings, run_id, work)]
     results += [run_peer(system, args, settings, run_id, work) for system in args.peers]
     body = markdown(results)
-    name = f"steady-{args.rate}" + ("-peers" if args.peers_only else "-no-maintenance" if args.no_maintenance else "")
+    name = f"steady-{args.rate}" + ("-peers" if args.peers_only else "-no-maintenance" if args.no_maintenance else "") \
+        + ("" if args.peers_only or len(args.formats) == len(FORMATS) else "-" + "-".join(args.formats))
     doc = document(name, argv, results, module="steady", minutes=args.minutes,
                    compact_every_min=args.compact_every, backup_every_min=args.backup_every,
                    peers_maintenance="none: the peers have no maintenance of their own and ran without it")
@@ -1048,7 +1062,7 @@ def main(argv: list[str] | None = None) -> int:
                f"compaction) and backs the checkpoints up every {args.backup_every} min")
         stem = write(doc, f"Steady state at {args.rate:,} msg/s for {args.minutes} min {maintained}",
                      ("" if args.peers_only else
-                      f"Lakeline: a Delta and an Iceberg pipeline in one application; {how}. ")
+                      f"Lakeline: {_formats_text(args.formats)} in one application; {how}. ")
                      + "Peers: no maintenance, one at a time. "
                      f"Latency per minute of intended send time.\n\n![per minute]({result_name(doc)}.png)\n\n"
                      + body)

@@ -156,3 +156,16 @@ def test_queue_waits_count_only_the_runs_that_started():
             {"queued_ms": START, "start_ms": START + 4_000}, {"queued_ms": START, "start_ms": None}]
     assert queue_waits(runs) == {"median": 4.0, "worst": 180.0}
     assert queue_waits([{"queued_ms": None, "start_ms": None}]) is None
+
+
+def test_one_format_writes_one_pipeline_and_sizes_the_pools_for_it(tmp_path):
+    from bench.steady import _formats_text, write_conf
+    from maintenance.pools import BOUND_POOL, pools, slots_needed
+
+    tables = write_conf(tmp_path, "abc123", "topic", "bucket", ("delta",))
+    assert list(tables) == ["delta"] and tables["delta"]["location"] == "s3a://bucket/steady_delta_abc123"
+    assert [p.name for p in (tmp_path / "pipelines").iterdir()] == ["steady_delta_abc123.yaml"]
+    declared = {p.name: p.slots for p in pools(tmp_path)}
+    assert declared["lakeline_table__steady_delta_abc123"] == 1 and declared[BOUND_POOL] == 1
+    assert slots_needed(pools(tmp_path)) == 4  # the table's, the bound's, the steps' and the drills' slot
+    assert _formats_text(["delta", "iceberg"]) == "a Delta and an Iceberg pipeline"
