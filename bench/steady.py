@@ -331,15 +331,16 @@ class Airflow:
         return [row[0] if len(row) == 1 else row for row in rows]
 
     def task_runs(self) -> list[dict]:
-        """Every Lakeline maintenance task instance: dag, task, run, state, queued/start/end (epoch ms), tries."""
-        rows = self.query("SELECT dag_id, task_id, run_id, state, queued_dttm, start_date, end_date, try_number "
-                          "FROM task_instance WHERE dag_id LIKE 'lakeline_%' ORDER BY start_date")
+        """Every Lakeline maintenance task instance: dag, task, run, state, pool, queued/start/end (epoch ms),
+        tries."""
+        rows = self.query("SELECT dag_id, task_id, run_id, state, pool, queued_dttm, start_date, end_date, "
+                          "try_number FROM task_instance WHERE dag_id LIKE 'lakeline_%' ORDER BY start_date")
 
         def ms(value):
             return int(datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp() * 1000) if value else None
 
-        return [{"dag": d, "task": t, "run": r, "state": s, "queued_ms": ms(q), "start_ms": ms(a), "end_ms": ms(b),
-                 "tries": n} for d, t, r, s, q, a, b, n in rows]
+        return [{"dag": d, "task": t, "run": r, "state": s, "pool": p, "queued_ms": ms(q), "start_ms": ms(a),
+                 "end_ms": ms(b), "tries": n} for d, t, r, s, p, q, a, b, n in rows]
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]

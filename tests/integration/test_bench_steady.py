@@ -32,6 +32,10 @@ def test_quick_steady_state_compacts_beside_the_stream_through_the_real_schedule
     doc = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"benchmark"')))
     [lakeline] = doc["results"]
     assert lakeline["lost_batches"] == 0
+    # every task the scheduler ran took a slot of a Lakeline pool (maintenance.pools), none of default_pool's
+    pools = {m["pool"] for m in lakeline["maintenance_runs"] if m["start_ms"]}
+    assert pools and all(p.startswith("lakeline_") for p in pools), pools
+    assert "lakeline_bound" in pools and "lakeline_steps" in pools
     for fmt in ("delta", "iceberg"):
         table = lakeline["tables"][fmt]
         # exact and nothing dead-lettered: the load is clean
