@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     maintenance_nice: int = Field(10, ge=0, le=19, description=(
         "The OS niceness maintenance commands (compact, retain, health) and their Spark driver run at, so a "
         "stream on the same host gets the CPU first; 0 leaves it alone."))
+    bound_nice: int = Field(5, ge=0, le=19, description=(
+        "The OS niceness of the files-bound command (`lakeline compact --bound-only`, the lakeline_bound DAG), when "
+        "below maintenance_nice: ahead of a Spark compaction running beside it, which it must keep up with (the "
+        "stream adds a file per partition per batch), and still behind the stream."))
     maintenance_cores: int = Field(1, ge=1, description=(
         "The cores a maintenance command's Spark uses: local[N] when the master is local, spark.cores.max on a "
         "cluster when set explicitly."))

@@ -60,9 +60,9 @@ def lakeline_command(args: list[str], environ: dict[str, str] | None = None) -> 
 
 
 def run_lakeline(args: list[str], timeout: float | None = None,
-                 allowed_codes: tuple[int, ...] = (0,)) -> CommandResult:
-    """Run `lakeline <args>`, pass its log lines on to this process's log (the task log, under a scheduler), and
-    parse the JSON it prints on stdout.
+                 allowed_codes: tuple[int, ...] = (0,), nice: int | None = None) -> CommandResult:
+    """Run `lakeline <args>` at niceness `nice` (default `maintenance_nice`), pass its log lines on to this
+    process's log (the task log, under a scheduler), and parse the JSON it prints on stdout.
     Raises TaskFailed for an exit code outside `allowed_codes`."""
     command = lakeline_command(args)
     from ingest.settings import child_env, load_settings
@@ -70,7 +70,7 @@ def run_lakeline(args: list[str], timeout: float | None = None,
 
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    nice = load_settings().maintenance_nice
+    nice = load_settings().maintenance_nice if nice is None else nice
     # Every task is maintenance beside the streams: the command starts at a lower priority, whichever process
     # (python, or spark-submit's JVM) comes first, in a session of its own (maintenance.yielding.yielding_child).
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -200,9 +200,13 @@ def compact(table: str, conf_dir: str | Path, as_of: str, dry_run: bool,
 
 
 def bound(table: str, conf_dir: str | Path, as_of: str) -> dict:
-    """The hot partitions over the policy's bound, rewritten without Spark (`lakeline compact --bound-only`)."""
+    """The hot partitions over the policy's bound, rewritten without Spark (`lakeline compact --bound-only`), at the
+    bound's niceness: ahead of a Spark compaction beside it, behind the stream."""
+    from ingest.settings import load_settings
+    from maintenance.yielding import bound_nice
+
     return run_lakeline(["compact", "--table", table, "--conf-dir", str(conf_dir), "--now", as_of, "--bound-only",
-                         "--output", "json"]).output
+                         "--output", "json"], nice=bound_nice(load_settings())).output
 
 
 def retain(table: str, conf_dir: str | Path, as_of: str) -> dict:

@@ -184,8 +184,15 @@ def spark_defaults(settings: "Settings") -> dict[str, str]:
     return {listing: str(CLUSTER_LISTING_TASKS)}
 
 
-def yield_to_streams(settings: "Settings") -> dict[str, str]:
-    """Lower this process's priority (before Spark starts) and return the Spark defaults for its session."""
-    if settings.maintenance_nice:
-        lower_priority(settings.maintenance_nice)
+def bound_nice(settings: "Settings") -> int:
+    """The niceness of the files-bound command: `bound_nice`, never above the other maintenance's."""
+    return min(settings.bound_nice, settings.maintenance_nice)
+
+
+def yield_to_streams(settings: "Settings", nice: int | None = None) -> dict[str, str]:
+    """Lower this process's priority to `nice` (default `maintenance_nice`) before Spark starts, and return the
+    Spark defaults for its session."""
+    nice = settings.maintenance_nice if nice is None else nice
+    if nice:
+        lower_priority(nice)
     return spark_defaults(settings)

@@ -107,9 +107,10 @@ def _open(args):
         # Retention cut-offs are computed from `now`: a time in the future would delete inside the real window.
         raise ConfigError(f"--now {now.isoformat()} is in the future; retain --delete only runs as of the present "
                           "or the past")
-    from maintenance.yielding import yield_to_streams
+    from maintenance.yielding import bound_nice, yield_to_streams
 
-    defaults = yield_to_streams(settings)
+    # The files bound keeps up with the stream's new files beside a Spark compaction: it yields less than that.
+    defaults = yield_to_streams(settings, bound_nice(settings) if getattr(args, "bound_only", False) else None)
 
     @functools.cache
     def session():

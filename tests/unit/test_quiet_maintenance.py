@@ -203,3 +203,21 @@ print(*seen)
     # without autogroup scheduling there is no group weight to change, and the helper changes nothing
     expected = ["12", "12", "0", "12"] if os.path.exists(AUTOGROUP) else ["None"] * 4
     assert done.stdout.split() == expected, done.stdout + done.stderr
+
+
+def test_the_files_bound_yields_less_than_a_spark_compaction_and_never_less_than_asked(monkeypatch):
+    from maintenance import tasks
+    from maintenance.yielding import bound_nice
+
+    assert (Settings().maintenance_nice, bound_nice(Settings())) == (10, 5)
+    assert bound_nice(Settings(maintenance_nice=3)) == 3  # an operator's lower maintenance niceness is kept
+    assert bound_nice(Settings(maintenance_nice=0)) == 0  # "leave it alone" holds for the bound too
+    started = []
+    monkeypatch.setattr(tasks, "run_lakeline", lambda args, **kw: started.append((args, kw)) or
+                        tasks.CommandResult(args, 0, {"ok": True}, ""))
+    monkeypatch.setenv("LAKELINE_BOUND_NICE", "7")
+    assert tasks.bound("t.yaml", "conf", "2026-11-29T08:00:00+00:00") == {"ok": True}
+    [(args, kw)] = started
+    assert "--bound-only" in args and kw["nice"] == 7
+    tasks.compact("t.yaml", "conf", "2026-11-29T08:00:00+00:00", dry_run=False)
+    assert started[1][1].get("nice") is None  # a Spark compaction: maintenance_nice
