@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import LakeTable, TableFormat, ddl_columns, fence_property, java_raised
+from ingest.formats.commit_turn import CommitTurn, NoTurn, commit_turn
 from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
                                             STREAM_MAX_SNAPSHOT_AGE_MS, STREAM_MAX_SNAPSHOTS, STREAM_MIN_SNAPSHOTS,
                                             SnapshotExpirer, expiry_cutoff_ms, history_limits, takes_over)
@@ -99,7 +100,7 @@ class IcebergFormat(TableFormat):
         return config.iceberg_identifier(settings, table)
 
     def open(self, spark, ref, schema=None, partitioning=None, pipeline="", settings=None) -> "IcebergLakeTable":
-        return IcebergLakeTable(spark, ref, schema, list(partitioning or []), pipeline)
+        return IcebergLakeTable(spark, ref, schema, list(partitioning or []), pipeline, settings)
 
     def classify(self, exc: BaseException) -> type[LakelineError] | None:
         if java_raised(exc, *_UNKNOWN):
@@ -122,8 +123,9 @@ class IcebergFormat(TableFormat):
 
 class IcebergLakeTable(LakeTable):
     def __init__(self, spark: "SparkSession", identifier: str, schema: "StructType | None",
-                 partitioning: "list[PartitionField]", pipeline: str):
+                 partitioning: "list[PartitionField]", pipeline: str, settings: "Settings | None" = None):
         super().__init__(spark, identifier, schema, partitioning, pipeline)
+        self.settings = settings
         self.identifier = identifier
         self.display_name = f"iceberg:{identifier}"
         # Set by ensure() where the pipeline bounds the snapshot history (ingest.formats.iceberg_history) and merges
@@ -133,6 +135,9 @@ class IcebergLakeTable(LakeTable):
         # The stream's appends and the upkeep's commits take turns: a commit that lost the catalog's swap to the
         # other would retry after a 100 ms back-off and redo its metadata, in the stream's batch or beside it.
         self._commit_turn = threading.Lock()
+        # ... and a Spark-free rewrite's commit (another process) goes between two appends (commit_turn.py): set
+        # by ensure(), from the table's location.
+        self._rewrite_turn: CommitTurn | NoTurn = NoTurn()
 
     @property
     def names(self) -> tuple[str, str, str]:
@@ -156,6 +161,8 @@ class IcebergLakeTable(LakeTable):
         table.refresh()  # one read of the catalog's current metadata for every check (a restart waits on them)
         self._settle_partitioning(table)
         self._start_upkeep(table)
+        if self.settings is not None:
+            self._rewrite_turn = commit_turn(table.location(), self.settings)
 
     def _start_upkeep(self, table) -> None:
         """The running pipeline bounds the table's snapshot history where the table sets its max snapshot age
@@ -246,6 +253,7 @@ class IcebergLakeTable(LakeTable):
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
         # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
+        self._rewrite_turn.wait()
         with self._commit_turn:
             frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
         for upkeep in self._upkeep:

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from ingest.errors import CommitConflict
+from ingest.formats.commit_turn import commit_turn
 from ingest.formats.table_maintenance import Layout, Rewrite, RewriteNeedsSpark
 
 if TYPE_CHECKING:
@@ -109,7 +110,9 @@ class IcebergRewriter:
         removed = [task.file for task in tasks]
         transaction = _transaction_class()(table)
         try:
-            with committing(), _manifest_entries_read_once():
+            # The turn: the stream's next append waits for this commit, which would lose most races to it.
+            with committing(), commit_turn(table.metadata.location, self.settings).taken(), \
+                    _manifest_entries_read_once():
                 # OVERWRITE: the producer's manifests; the snapshot says `replace` (_ReplaceFiles._summary).
                 with _replace_files_class()(operation=Operation.OVERWRITE, transaction=transaction,
                                             io=table.io, snapshot_properties={REWRITE_KEY: partition or "(table)"}

@@ -507,5 +507,11 @@ def test_the_files_bound_rewrites_the_live_partition_without_spark_beside_the_st
         rewrites = [i for i, (operation, rewrite) in enumerate(operations) if rewrite is not None]
         assert rewrites and all(operations[i][0] == "replace" for i in rewrites), operations
         assert ("append", None) in operations[rewrites[0]:], operations  # the stream went on after it
+        # the rewrite's commit turn (ingest.formats.commit_turn) ended with it: the stream's appends wait for none
+        from ingest.adapters.object_store import S3Files
+        from ingest.formats.iceberg import iceberg_catalog
+
+        location = iceberg_catalog(settings).load_table(table_ref(table, settings).split(".", 1)[1]).metadata.location
+        assert not S3Files(settings).exists(f"{location}/_lakeline/commit-turn.json")
     report = reconcile(config, settings, spark)
     assert report.exact and report.produced == produced.count, report
