@@ -110,9 +110,7 @@ class IcebergRewriter:
         removed = [task.file for task in tasks]
         transaction = _transaction_class()(table)
         try:
-            # The turn: the stream's next append waits for this commit, which would lose most races to it.
-            with committing(), commit_turn(table.metadata.location, self.settings).taken(), \
-                    _manifest_entries_read_once():
+            with committing(), _manifest_entries_read_once():
                 # OVERWRITE: the producer's manifests; the snapshot says `replace` (_ReplaceFiles._summary).
                 with _replace_files_class()(operation=Operation.OVERWRITE, transaction=transaction,
                                             io=table.io, snapshot_properties={REWRITE_KEY: partition or "(table)"}
@@ -121,7 +119,10 @@ class IcebergRewriter:
                         rewrite.delete_data_file(data_file)
                     for data_file in written:
                         rewrite.append_data_file(data_file)
-                transaction.commit_transaction()
+                # The turn, for the commit's attempts only: the stream's next append waits for them, which would
+                # lose most races to it.
+                with commit_turn(table.metadata.location, self.settings).taken():
+                    transaction.commit_transaction()
         except (CommitFailedException, ValidationException) as exc:
             # Nothing landed (pyiceberg removed its manifests): the files written for it go too.
             for data_file in written:
