@@ -423,8 +423,10 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
             and part.files > compaction.max_files_per_partition
         if hot and not over_bound:
             age = (now - part.newest_file_at).total_seconds()
-            record(part, "skip", f"hot: newest file {age:.0f}s old < hot_partition_window "
-                                 f"{compaction.hot_partition_window} (the stream is writing it)")
+            # A scheduled run decides as of its interval's end: files the stream wrote since are newer than that.
+            newest = f"newest file {age:.0f}s old" if age >= 0 else "newest file written after the decision time"
+            record(part, "skip", f"hot: {newest} < hot_partition_window {compaction.hot_partition_window} "
+                                 "(the stream is writing it)")
             continue
         if not over_bound:
             if used + part.bytes > budget and any(c.partition not in bounded for c in chosen):

@@ -297,3 +297,12 @@ def test_a_bound_only_plan_keeps_the_hot_partitions_over_the_bound_and_leaves_th
     assert decide(_health(filling), bound_run_policy(bounded), NOW).bound_only().partitions == ["event_date=2026-11-22"]
     assert bound_run_policy(POLICY) == POLICY  # no bound: nothing to act at
     assert bound_run_policy(Compaction(max_files_per_partition=3)).max_files_per_partition == 2
+
+
+def test_a_file_newer_than_the_decision_time_is_hot_without_a_negative_age():
+    """A scheduled run decides as of its interval's end; the stream goes on writing after it (seen on bench.steady:
+    'newest file -9s old')."""
+    plan = decide(_health(_part("2026-11-22", 10, 10, age_hours=-0.01)), POLICY, NOW)
+    [skipped] = plan.skipped
+    assert skipped.reason.startswith("hot: newest file written after the decision time <"), skipped.reason
+    assert "-" not in skipped.reason.split("<")[0]
