@@ -60,10 +60,14 @@ class CommitTurn:
 
     @contextmanager
     def taken(self) -> "Iterator[None]":
-        """The block is this rewrite's turn: the stream's next appends wait until it ends (or TURN_S passes)."""
+        """The block is this rewrite's turn: the stream's next appends wait until it ends (or TURN_S passes). A
+        turn that cannot be written leaves the commit to race the stream, as it would without one."""
         bucket, key = self.files._split(self.path)  # noqa: SLF001
-        self.files.s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(
-            {"owner": self.owner, "expires_at": self.clock() + self.turn_s}).encode())
+        try:
+            self.files.s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(
+                {"owner": self.owner, "expires_at": self.clock() + self.turn_s}).encode())
+        except Exception as exc:  # noqa: BLE001 - an ordering aid, never a reason to fail the rewrite
+            log.warning(f"commit turn {self.path} not taken ({exc}); committing without it")
         try:
             yield
         finally:
@@ -73,11 +77,19 @@ class CommitTurn:
             except Exception as exc:  # noqa: BLE001 - it expires by itself; the rewrite's outcome stands
                 log.warning(f"commit turn {self.path} not released ({exc}); it expires within {self.turn_s:.0f}s")
 
+    def _read_for_stream(self) -> dict | None:
+        """The turn as the stream sees it: an object store that fails the read is no reason to fail a batch."""
+        try:
+            return self._held()
+        except Exception as exc:  # noqa: BLE001 - the turn only orders commits
+            log.warning(f"commit turn {self.path} unreadable ({exc}); appending without waiting")
+            return None
+
     def wait(self) -> float:
         """Before a stream's append: wait while a rewrite holds a live turn; the seconds waited. A turn held past
         its expiry (its rewriter died) is waited for no more."""
         started = self.clock()
-        while (held := self._held()) is not None:
+        while (held := self._read_for_stream()) is not None:
             if held.get("expires_at", 0) <= self.clock() or held.get("owner") == self._ignored:
                 self._ignored = held.get("owner")
                 break

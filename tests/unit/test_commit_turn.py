@@ -81,3 +81,19 @@ def test_a_rewrite_never_ends_another_rewrites_turn():
 def test_tables_not_on_s3_take_no_turn():
     assert isinstance(commit_turn("/tmp/warehouse/ns/orders", None), NoTurn)
     assert NoTurn().wait() == 0
+
+
+def test_an_object_store_that_fails_never_fails_a_batch_or_a_rewrite():
+    class Failing(ConditionalStore):
+        def get_object(self, Bucket, Key):  # noqa: N803
+            raise self._refuse("InternalError", 500)
+
+        def put_object(self, *args, **kwargs):
+            raise self._refuse("SlowDown", 503)
+
+    store, clock = Failing(), Clock()
+    assert _turn(store, clock).wait() == 0
+    ran = []
+    with _turn(store, clock).taken():
+        ran.append(True)
+    assert ran == [True]
