@@ -722,7 +722,7 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
                 log = str(events_files[-1]).replace(".events.jsonl", ".log")
                 raise RuntimeError(f"the application exited (see {log})")
 
-        _wait(lambda: sum(isinstance(e, RunStarted) for e in _events(events_files[-1])) >= 2,
+        _wait(lambda: sum(isinstance(e, RunStarted) for e in _events(events_files[-1])) >= len(tables),
               "the application to start", 600, app_alive)
         # History: settled partitions of small files, one burst per batch, as hours of running leave them.
         config = load_pipeline(next(iter(tables.values()))["pipeline"])  # one topic: any pipeline's schema
