@@ -617,6 +617,17 @@ def slow_batches(events: list, pipeline: str, since: float, until: float, over: 
             and e.seconds > over]
 
 
+def turn_waits(events: list, pipeline: str, since: float, until: float) -> dict | None:
+    """The pipeline's batches between `since` and `until` whose append waited for a rewrite's commit turn (the
+    `turn` phase): how many, and the median, worst and total seconds; None when none waited."""
+    from ingest.events import BatchCommitted
+
+    waits = [e.phases["turn"] for e in events if isinstance(e, BatchCommitted) and e.pipeline == pipeline
+             and since < e.at <= until and e.phases.get("turn")]
+    return {"batches": len(waits), "median": round(statistics.median(waits), 2), "worst": round(max(waits), 2),
+            "total": round(sum(waits), 1)} if waits else None
+
+
 def restart_under_load(app: subprocess.Popen, start_app, topic: str, rate: int, pipelines: dict[str, str],
                        seed: int) -> tuple[dict, subprocess.Popen, int]:
     """kill -9 the application RESTART_KILL_AT_S into RESTART_LOAD_S of load at `rate`, start it again at once and
@@ -813,6 +824,8 @@ def run_lakeline(args, settings, run_id: str, work: Path) -> dict:
             "stream_commit_retries": sum(1 for e in retried if table["table"] in e.table),
             "slow_batches": slow_batches(all_events, pipelines[fmt], window["schedule_start_ms"] / 1000,
                                          window["schedule_start_ms"] / 1000 + minutes * 60 + 60),
+            "turn_waits": turn_waits(all_events, pipelines[fmt], window["schedule_start_ms"] / 1000,
+                                     window["schedule_start_ms"] / 1000 + minutes * 60 + 60),
             "reconcile": {k: report.get(k) for k in ("exact", "rows", "duplicates", "missing", "dead_letters",
                                                       "error")},
             "exact": bool(report.get("exact")) and report.get("dead_letters") == 0}
@@ -926,6 +939,10 @@ def markdown(results: list[dict]) -> str:
                 out.append(f"Stream batches over {SLOW_BATCH_S:g} s: {len(slow)}"
                            + (": " + "; ".join(f"batch {b['batch']} {b['seconds']} s (table {b['phases'].get('table')}"
                                                 f" s)" for b in slow[:10]) if slow else "") + ".\n")
+                waits = table.get("turn_waits")
+                if waits:
+                    out.append(f"Appends that waited for a rewrite's commit turn: {waits['batches']} (median "
+                               f"{waits['median']} s, worst {waits['worst']} s, {waits['total']} s in all).\n")
             if result["system"] != "lakeline":
                 out.append(f"No maintenance. Rows {result['rows']:,} / sent {result['sent']:,}, exact "
                            f"{result['exact']}.\n")

@@ -234,6 +234,7 @@ class BatchCommitter:
                 self.commit(self.main, frame, record)
                 self._main_end, self._last = main_end, record
                 report.phases["table"] = time.monotonic() - mark
+                self._report_turn_wait(report)
                 self._maybe_crash("after-table-commit", batch_id)
             self.first_batch_of_start = False
             # Only once this batch is in both tables: the run loop stops the query to restart it.
@@ -304,6 +305,7 @@ class BatchCommitter:
         self.commit(self.main, frame.coalesce(tasks), record)
         self._main_end, self._last = main_end, record
         report.phases["table"] = time.monotonic() - mark
+        self._report_turn_wait(report)
         self._maybe_crash("after-table-commit", batch_id)
         counts = observation.get
         rows, dead = int(counts.get("rows") or 0), int(counts.get("dead") or 0)
@@ -364,6 +366,11 @@ class BatchCommitter:
         if self._crash_at == f"{point}@{batch_id}":
             print(f"LAKELINE_CRASH_AT: SIGKILL at {point} of batch {batch_id}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _report_turn_wait(self, report: "BatchReport") -> None:
+        """The part of the table phase the main table's append spent waiting for a rewrite's commit (its `turn`)."""
+        if self.main.turn_wait_s > 0:
+            report.phases["turn"] = self.main.turn_wait_s
 
     def commit(self, table: "LakeTable", frame: "DataFrame", record: CommitRecord) -> None:
         """Append with retries. A conflict is retried; an unknown outcome is reconciled against the table's own

@@ -70,7 +70,8 @@ class RunMetrics:
         self.batch_seconds = Histogram("lakeline_batch_duration_seconds", "Lakeline's time per committed batch",
                                        ["pipeline"], buckets=BATCH_BUCKETS, registry=r)
         self.phase_seconds = Histogram("lakeline_batch_phase_seconds", "Time per phase of a committed batch: "
-                                       "Lakeline's (scan, dlq, table) and Spark's (spark_offsets, spark_wal, ...)",
+                                       "Lakeline's (scan, dlq, table; turn: the table's wait for a rewrite's "
+                                       "commit) and Spark's (spark_offsets, spark_wal, ...)",
                                        ["pipeline", "phase"], buckets=PHASE_BUCKETS, registry=r)
         self.lag = Gauge("lakeline_source_lag_records", "Records in the source past the last batch's end",
                          ["pipeline"], registry=r)

@@ -38,6 +38,9 @@ class LakeTable(ABC):
 
     display_name: str
     ref: str  # Delta: the location; Iceberg: catalog.namespace.table
+    # Seconds the last append waited for another process's commit to land first (Iceberg's commit turn; 0 where
+    # the format takes none): the batch reports it as its `turn` phase.
+    turn_wait_s: float = 0.0
 
     def __init__(self, spark: "SparkSession", ref: str, schema: "StructType | None",
                  partitioning: "list[PartitionField]", pipeline: str):

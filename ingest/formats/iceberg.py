@@ -253,7 +253,7 @@ class IcebergLakeTable(LakeTable):
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
         # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
-        self._rewrite_turn.wait()
+        self.turn_wait_s = self._rewrite_turn.wait()
         with self._commit_turn:
             frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
         for upkeep in self._upkeep:

@@ -169,3 +169,16 @@ def test_one_format_writes_one_pipeline_and_sizes_the_pools_for_it(tmp_path):
     assert declared["lakeline_table__steady_delta_abc123"] == 1 and declared[BOUND_POOL] == 1
     assert slots_needed(pools(tmp_path)) == 4  # the table's, the bound's, the steps' and the drills' slot
     assert _formats_text(["delta", "iceberg"]) == "a Delta and an Iceberg pipeline"
+
+
+def test_turn_waits_count_only_the_pipelines_batches_that_waited_in_the_window():
+    from bench.steady import turn_waits
+
+    def batch(at, turn=None, pipeline="p"):
+        return BatchCommitted(pipeline=pipeline, at=at, batch_id=int(at), rows=1, dead_letters=0,
+                              phases={"table": 1.0, **({"turn": turn} if turn else {})})
+
+    events = [batch(10, 0.5), batch(11), batch(12, 1.5), batch(13, 2.5), batch(14, 9.0, pipeline="q"),
+              batch(99, 4.0)]
+    assert turn_waits(events, "p", 0, 50) == {"batches": 3, "median": 1.5, "worst": 2.5, "total": 4.5}
+    assert turn_waits(events, "q", 0, 13) is None

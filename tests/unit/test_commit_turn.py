@@ -97,3 +97,17 @@ def test_an_object_store_that_fails_never_fails_a_batch_or_a_rewrite():
     with _turn(store, clock).taken():
         ran.append(True)
     assert ran == [True]
+
+
+def test_a_batch_reports_its_tables_wait_for_a_turn_as_its_turn_phase():
+    from types import SimpleNamespace
+
+    from ingest.batch import BatchCommitter, BatchReport
+
+    report = BatchReport(batch_id=7)
+    committer = SimpleNamespace(main=SimpleNamespace(turn_wait_s=0.0))
+    BatchCommitter._report_turn_wait(committer, report)
+    assert "turn" not in report.phases  # no wait: no phase
+    committer.main.turn_wait_s = 1.25
+    BatchCommitter._report_turn_wait(committer, report)
+    assert report.phases["turn"] == 1.25
