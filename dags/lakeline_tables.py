@@ -9,11 +9,11 @@
   that went quiet in it come first, then any backlog still over threshold (so a byte budget or a missed run
   never leaves a partition behind). A retry decides the same way and finds what the first try compacted under
   threshold.
-- lakeline_bound__<table>, for tables whose format rewrites without Spark (Delta): every LAKELINE_DAG_BOUND_EVERY
-  minutes (5), the hot partitions holding half the policy's max_files_per_partition rewritten without Spark
-  (seconds, where a Spark task beside the stream takes minutes), so the bound holds between compaction runs. Its
-  pool lakeline_bound has a slot per table, so no backup or compaction is ever ahead of it; a conflict with the
-  compaction's own rewrite of the partition is retried.
+- lakeline_bound__<table>, for tables whose format rewrites without Spark (Delta on S3, Iceberg): every
+  LAKELINE_DAG_BOUND_EVERY minutes (5), the hot partitions holding half the policy's max_files_per_partition
+  rewritten without Spark (seconds, where a Spark task beside the stream takes minutes), so the bound holds
+  between compaction runs. Its pool lakeline_bound has a slot per table, so no backup or compaction is ever ahead
+  of it; a conflict with the compaction's own rewrite of the partition is retried.
 - lakeline_retain__<table>: runs after each successful compaction of the table (scheduled on the compaction's
   asset) and daily at 03:30 UTC in any case: VACUUM / expire_snapshots + orphan removal with the table file's
   guards. Its task and the compact task

@@ -48,23 +48,17 @@ class CommitTurn:
 
     def _held(self) -> dict | None:
         """The turn as written, or None when there is none."""
-        from botocore.exceptions import ClientError
-
-        bucket, key = self.files._split(self.path)  # noqa: SLF001 - the same store's bucket and key
         try:
-            return json.loads(self.files.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise
+            return json.loads(self.files.read_bytes(self.path))
+        except FileNotFoundError:
+            return None
 
     @contextmanager
     def taken(self) -> "Iterator[None]":
         """The block is this rewrite's turn: the stream's next appends wait until it ends (or TURN_S passes). A
         turn that cannot be written leaves the commit to race the stream, as it would without one."""
-        bucket, key = self.files._split(self.path)  # noqa: SLF001
         try:
-            self.files.s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(
+            self.files.write_bytes(self.path, json.dumps(
                 {"owner": self.owner, "expires_at": self.clock() + self.turn_s}).encode())
         except Exception as exc:  # noqa: BLE001 - an ordering aid, never a reason to fail the rewrite
             log.warning(f"commit turn {self.path} not taken ({exc}); committing without it")
@@ -73,6 +67,7 @@ class CommitTurn:
         finally:
             try:
                 if (self._held() or {}).get("owner") == self.owner:  # another rewrite's turn is not ours to end
+                    bucket, key = self.files._split(self.path)  # noqa: SLF001 - one object, not S3Files.delete's tree
                     self.files.s3.delete_object(Bucket=bucket, Key=key)
             except Exception as exc:  # noqa: BLE001 - it expires by itself; the rewrite's outcome stands
                 log.warning(f"commit turn {self.path} not released ({exc}); it expires within {self.turn_s:.0f}s")
