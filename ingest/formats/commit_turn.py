@@ -5,13 +5,16 @@ Why: every Iceberg commit swaps the table's whole metadata in the catalog, and a
 and 1-1.5 s beside the stream and a Spark compaction, while the stream commits every 1-2 s. Seen on bench.steady:
 a files-bound rewrite lost ten attempts in a row, three times over, for six minutes, while the live partition grew
 to 299 files. So the rewrite takes a turn for its commit: it writes `<table>/_lakeline/commit-turn.json` (its
-owner and an expiry) before the commit and deletes it after; the stream, before each append, waits while a live
-turn is there. A commit that began before the turn was written may still beat the rewrite once; the rewrite's
-retry then lands before the stream's next append.
+owner and an expiry) before the commit and deletes it after. The stream's side is in the JVM
+(`io.lakeline.iceberg.CommitTurn`, in the FencingCatalog's commit): each commit, just before its swap, waits while a
+live turn is there. The stream writes its data files and manifests meanwhile, so it waits only for what is left of
+the rewrite's attempt when its own swap comes. A commit that began its swap before the turn was written may still
+beat the rewrite once; the rewrite's retry then lands before the stream's next swap.
 
-The cost to the stream: one small read per batch, and a wait of at most one rewrite commit per files-bound run. A
-rewriter killed mid-commit leaves a turn that stops the stream for at most TURN_S, once: the stream then ignores
-it. The turn is only an ordering aid: correctness never depends on it (each commit still checks what it replaces).
+The cost to the stream: one small read per commit, and a wait of at most what is left of one rewrite commit per
+files-bound run. A rewriter killed mid-commit leaves a turn that holds the stream's commits for at most TURN_S,
+once: they then ignore it. The turn is only an ordering aid: correctness never depends on it (each commit still
+checks what it replaces).
 """
 
 from __future__ import annotations
@@ -32,19 +35,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TURN_S = 10.0  # the longest a stream waits for one turn: several commit attempts beside a busy stream
-POLL_S = 0.05
+TURN_S = 10.0  # the longest a stream waits for one turn: several commit attempts beside a busy stream (TURN_MS in
+# the JVM's CommitTurn)
 
 
 class CommitTurn:
     """The commit turn of the table at `table_location` (s3:// or s3a://)."""
 
     def __init__(self, files: "S3Files", table_location: str, turn_s: float = TURN_S,
-                 clock: "Callable[[], float]" = time.time, sleep: "Callable[[float], None]" = time.sleep):
-        self.files, self.turn_s, self.clock, self.sleep = files, turn_s, clock, sleep
+                 clock: "Callable[[], float]" = time.time):
+        self.files, self.turn_s, self.clock = files, turn_s, clock
         self.path = f"{table_location.rstrip('/')}/_lakeline/commit-turn.json"
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._ignored: str | None = None  # an expired turn's owner: waited for once, not again
 
     def _held(self) -> dict | None:
         """The turn as written, or None when there is none."""
@@ -55,7 +57,7 @@ class CommitTurn:
 
     @contextmanager
     def taken(self) -> "Iterator[None]":
-        """The block is this rewrite's turn: the stream's next appends wait until it ends (or TURN_S passes). A
+        """The block is this rewrite's turn: the stream's next swaps wait until it ends (or TURN_S passes). A
         turn that cannot be written leaves the commit to race the stream, as it would without one."""
         try:
             self.files.write_bytes(self.path, json.dumps(
@@ -72,40 +74,13 @@ class CommitTurn:
             except Exception as exc:  # noqa: BLE001 - it expires by itself; the rewrite's outcome stands
                 log.warning(f"commit turn {self.path} not released ({exc}); it expires within {self.turn_s:.0f}s")
 
-    def _read_for_stream(self) -> dict | None:
-        """The turn as the stream sees it: an object store that fails the read is no reason to fail a batch."""
-        try:
-            return self._held()
-        except Exception as exc:  # noqa: BLE001 - the turn only orders commits
-            log.warning(f"commit turn {self.path} unreadable ({exc}); appending without waiting")
-            return None
-
-    def wait(self) -> float:
-        """Before a stream's append: wait while a rewrite holds a live turn; the seconds waited. A turn held past
-        its expiry (its rewriter died) is waited for no more."""
-        started = self.clock()
-        while (held := self._read_for_stream()) is not None:
-            if held.get("expires_at", 0) <= self.clock() or held.get("owner") == self._ignored:
-                self._ignored = held.get("owner")
-                break
-            if self.clock() - started >= self.turn_s:  # a turn renewed for ever would stall the stream
-                self._ignored = held.get("owner")
-                log.warning(f"commit turn {self.path} held by {held.get('owner')} for over {self.turn_s:.0f}s; "
-                            "appending without it")
-                break
-            self.sleep(POLL_S)
-        return self.clock() - started
-
 
 class NoTurn:
-    """Where no Spark-free rewrite commits beside the stream (a table not on S3)."""
+    """Where no Spark-free rewrite commits beside the stream (a table not on S3): nothing is written."""
 
     @contextmanager
     def taken(self) -> "Iterator[None]":
         yield
-
-    def wait(self) -> float:
-        return 0.0
 
 
 def commit_turn(table_location: str, settings) -> "CommitTurn | NoTurn":

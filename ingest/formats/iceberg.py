@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from ingest.commits import COMMIT_KEY, CommitRecord
 from ingest.errors import CommitConflict, ConfigError, LakelineError, UnknownCommitOutcome
 from ingest.formats import LakeTable, TableFormat, ddl_columns, fence_property, java_raised
-from ingest.formats.commit_turn import CommitTurn, NoTurn, commit_turn
 from ingest.formats.iceberg_history import (MAX_SNAPSHOT_AGE_KEY, MAX_SNAPSHOTS_KEY, MIN_SNAPSHOTS_KEY,
                                             STREAM_MAX_SNAPSHOT_AGE_MS, STREAM_MAX_SNAPSHOTS, STREAM_MIN_SNAPSHOTS,
                                             SnapshotExpirer, expiry_cutoff_ms, history_limits, takes_over)
@@ -135,9 +134,10 @@ class IcebergLakeTable(LakeTable):
         # The stream's appends and the upkeep's commits take turns: a commit that lost the catalog's swap to the
         # other would retry after a 100 ms back-off and redo its metadata, in the stream's batch or beside it.
         self._commit_turn = threading.Lock()
-        # ... and a Spark-free rewrite's commit (another process) goes between two appends (commit_turn.py): set
-        # by ensure(), from the table's location.
-        self._rewrite_turn: CommitTurn | NoTurn = NoTurn()
+        # ... and a Spark-free rewrite's commit (another process) goes between two of them: each commit waits for
+        # its turn in the JVM (ingest.formats.commit_turn), which tells the stream how long, by the table's
+        # location (set by ensure()).
+        self._location: str | None = None
 
     @property
     def names(self) -> tuple[str, str, str]:
@@ -161,8 +161,7 @@ class IcebergLakeTable(LakeTable):
         table.refresh()  # one read of the catalog's current metadata for every check (a restart waits on them)
         self._settle_partitioning(table)
         self._start_upkeep(table)
-        if self.settings is not None:
-            self._rewrite_turn = commit_turn(table.location(), self.settings)
+        self._location = str(table.location())
 
     def _start_upkeep(self, table) -> None:
         """The running pipeline bounds the table's snapshot history where the table sets its max snapshot age
@@ -253,11 +252,19 @@ class IcebergLakeTable(LakeTable):
 
     def append(self, frame: "DataFrame", record: CommitRecord, may_be_replay: bool = True) -> None:
         # Iceberg has no commit-time transaction id; the pipeline's own replay check covers it.
-        self.turn_wait_s = self._rewrite_turn.wait()
         with self._commit_turn:
+            self._turn_waited()  # the upkeep's commits' waits are not this append's
             frame.writeTo(self.identifier).option(f"snapshot-property.{COMMIT_KEY}", record.to_json()).append()
+            self.turn_wait_s = self._turn_waited()
         for upkeep in self._upkeep:
             upkeep.committed()
+
+    def _turn_waited(self) -> float:
+        """Seconds this table's commits in this driver waited for a rewrite's commit turn since the last call."""
+        if self._location is None:
+            return 0.0
+        turn = self.spark.sparkContext._jvm.io.lakeline.iceberg.CommitTurn  # noqa: SLF001 - py4j
+        return float(turn.takeWaitedSeconds(self._location))
 
     def close(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

@@ -381,6 +381,49 @@ def test_iceberg_manifests_are_merged_by_the_pipeline_off_the_commit_path(spark,
     assert dead.manifest_merge is None
 
 
+def test_iceberg_append_waits_at_its_swap_while_a_rewrite_holds_the_commit_turn(spark, settings):
+    """The turn a Spark-free rewrite writes to S3 (ingest.formats.commit_turn) holds the stream's append at its swap,
+    in the JVM's commit, until the rewrite ends it; the append is told how long (the batch's `turn` phase). An
+    append with no turn there does not wait."""
+    import threading
+    import time
+    from datetime import datetime, UTC
+
+    from ingest.adapters.object_store import S3Files
+    from ingest.commits import CommitRecord
+    from ingest.formats.commit_turn import CommitTurn, commit_turn
+
+    config = PipelineConfig.model_validate(pipeline_dict("iceberg", name=f"t_turn_{uuid.uuid4().hex[:6]}"))
+    _, dead = tables_for(spark, config, settings)
+    dead.ensure()
+    rows = spark.createDataFrame([("orders", 0, 5, None, None, b"x", "malformed_json", "d",
+                                 datetime.now(UTC))], dead.schema)
+
+    def record(batch: int) -> CommitRecord:
+        return CommitRecord(config.pipeline, "L1", batch, {("orders", 0): batch}, {("orders", 0): batch + 1}, 0, 1)
+
+    dead.append(rows, record(0))
+    assert dead.turn_wait_s == 0
+    location = str(dead.java_table().location())
+    assert isinstance(commit_turn(location, settings), CommitTurn)  # a table on S3 takes turns
+    turn = CommitTurn(S3Files(settings), location, turn_s=120)  # live however slow the append is to reach its swap
+    commits = spark.sparkContext._jvm.io.lakeline.iceberg.CommitTurn  # noqa: SLF001 - py4j
+    held = turn.taken()
+    held.__enter__()
+    appending = threading.Thread(target=dead.append, args=(rows, record(1)))
+    appending.start()
+    deadline = time.monotonic() + 120
+    while not commits.waiting(location):
+        assert appending.is_alive() and time.monotonic() < deadline, "the append never waited for the turn"
+        time.sleep(0.05)
+    assert dead.last_commit().batch_id == 0  # held at its swap
+    held.__exit__(None, None, None)
+    appending.join(60)
+    assert not appending.is_alive()
+    assert 0 < dead.turn_wait_s < 10
+    assert dead.last_commit().batch_id == 1 and dead.read().count() == 2
+
+
 def test_delta_statistics_on_the_declared_fields_only(spark, settings):
     """A main table Lakeline creates collects data-skipping statistics on the declared record fields only (the
     write's min/max over every row of Lakeline's own columns cost CPU and serve no filter); every file keeps its

@@ -1,8 +1,9 @@
-"""A Spark-free rewrite's commit turn: the stream's append waits while a live turn is held, never for ever."""
+"""A Spark-free rewrite's commit turn, as the rewrite takes and ends it. The commits' side (a commit waits for a
+live turn before its swap, never for ever) is the JVM's: jvm/src/test/java/io/lakeline/iceberg/CommitTurnTest.java."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
 from ingest.adapters.object_store import S3Files
 from ingest.formats.commit_turn import TURN_S, CommitTurn, NoTurn, commit_turn
@@ -12,55 +13,26 @@ LOCATION = "s3a://bucket/warehouse/ns/orders"
 
 
 class Clock:
-    """Time that moves only when the code under test sleeps, and a hook that runs at each sleep."""
-
     def __init__(self):
-        self.now, self.slept, self.at_sleep = 1_000.0, 0, None
+        self.now = 1_000.0
 
     def __call__(self) -> float:
         return self.now
 
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        self.slept += 1
-        if self.at_sleep:
-            self.at_sleep()
-
 
 def _turn(store, clock) -> CommitTurn:
-    return CommitTurn(S3Files(None, client=store), LOCATION, clock=clock, sleep=clock.sleep)
+    return CommitTurn(S3Files(None, client=store), LOCATION, clock=clock)
 
 
-def test_no_turn_costs_the_stream_one_read_and_no_wait():
+def test_the_turn_names_its_owner_and_expiry_for_the_commits_and_is_gone_after():
     store, clock = ConditionalStore(), Clock()
-    assert _turn(store, clock).wait() == 0 and clock.slept == 0
-
-
-def test_the_stream_waits_until_the_rewrite_commit_ends_and_the_turn_is_gone_after():
-    store, clock = ConditionalStore(), Clock()
-    rewrite, stream = _turn(store, clock), _turn(store, clock)
+    rewrite = _turn(store, clock)
     with rewrite.taken():
-        assert list(store.objects) == ["warehouse/ns/orders/_lakeline/commit-turn.json"]
-
-        def commit_lands_at_the_fourth_poll():
-            if clock.slept == 4:
-                store.objects.clear()
-
-        clock.at_sleep = commit_lands_at_the_fourth_poll
-        waited = stream.wait()
-    assert waited == pytest.approx(0.2) and clock.slept == 4
+        (key, body), = store.objects.items()
+        assert key == "warehouse/ns/orders/_lakeline/commit-turn.json"  # where the JVM's CommitTurn reads it
+        held = json.loads(body[0])
+        assert held == {"owner": rewrite.owner, "expires_at": clock.now + TURN_S}
     assert store.objects == {}
-
-
-def test_a_turn_whose_rewriter_died_stops_the_stream_at_most_once_until_it_expires():
-    store, clock = ConditionalStore(), Clock()
-    dead, stream = _turn(store, clock), _turn(store, clock)
-    held = dead.taken()
-    held.__enter__()  # killed mid-commit: never released
-    assert stream.wait() == pytest.approx(TURN_S, abs=0.1)
-    assert stream.wait() == 0  # expired: appends go on without waiting again
-    clock.now += 3600
-    assert stream.wait() == 0
 
 
 def test_a_rewrite_never_ends_another_rewrites_turn():
@@ -80,7 +52,6 @@ def test_a_rewrite_never_ends_another_rewrites_turn():
 
 def test_tables_not_on_s3_take_no_turn():
     assert isinstance(commit_turn("/tmp/warehouse/ns/orders", None), NoTurn)
-    assert NoTurn().wait() == 0
 
 
 def test_an_object_store_that_fails_never_fails_a_batch_or_a_rewrite():
@@ -92,7 +63,6 @@ def test_an_object_store_that_fails_never_fails_a_batch_or_a_rewrite():
             raise self._refuse("SlowDown", 503)
 
     store, clock = Failing(), Clock()
-    assert _turn(store, clock).wait() == 0
     ran = []
     with _turn(store, clock).taken():
         ran.append(True)

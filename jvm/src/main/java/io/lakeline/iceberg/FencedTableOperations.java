@@ -1,6 +1,7 @@
 package io.lakeline.iceberg;
 
 import java.util.Map;
+import java.util.Objects;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -9,6 +10,7 @@ import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.encryption.EncryptionManager;
+import org.apache.iceberg.exceptions.CommitFailedException;
 import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.LocationProvider;
 
@@ -19,6 +21,8 @@ import io.lakeline.fence.FencedCommitException;
  * `base` is still the table's current metadata (the JDBC catalog's compare-and-swap of the metadata pointer, the
  * REST catalog's requirements), so a check of `base` here is atomic with the commit: a fence raised after the check
  * makes the swap fail, and Iceberg retries on the new base, where the check refuses.
+ *
+ * Before the swap, a commit waits while a Spark-free rewrite holds the table's commit turn ({@link CommitTurn}).
  *
  * Refused: a snapshot carrying a Lakeline commit record (snapshot summary `lakeline.commit`) of pipeline P whose
  * token (`fence`) is below the base's `lakeline.fence.P`; and lowering any `lakeline.fence.*` property. Everything
@@ -41,6 +45,14 @@ final class FencedTableOperations implements TableOperations {
     @Override
     public void commit(TableMetadata base, TableMetadata metadata) {
         check(table, base, metadata);
+        if (base != null && CommitTurn.await(ops.io(), base.location()) > 0) {
+            // The rewrite most likely committed meanwhile: retry on its metadata now (Iceberg's own retry), before
+            // the catalog writes this commit's metadata file only to refuse the swap.
+            TableMetadata current = ops.refresh();
+            if (current != null && !Objects.equals(current.metadataFileLocation(), base.metadataFileLocation())) {
+                throw new CommitFailedException("%s changed while this commit waited for a rewrite's turn", table);
+            }
+        }
         ops.commit(base, metadata);
     }
 
