@@ -119,9 +119,10 @@ class IcebergRewriter:
                         rewrite.delete_data_file(data_file)
                     for data_file in written:
                         rewrite.append_data_file(data_file)
-                # The turn, for the commit's attempts only: the stream's next append waits for them, which would
-                # lose most races to it.
+                # The turn, for the commit's attempts only: the stream's swaps wait for them, which would lose most
+                # races to it. Under it, the first attempt starts from the table as it is now.
                 with commit_turn(table.metadata.location, self.settings).taken():
+                    transaction.rebase()
                     transaction.commit_transaction()
         except (CommitFailedException, ValidationException) as exc:
             # Nothing landed (pyiceberg removed its manifests): the files written for it go too.
@@ -177,7 +178,7 @@ def within_input_bound(tasks: list, max_bytes: int = MAX_INPUT_BYTES) -> list:
 
 def _transaction_class():
     """pyiceberg's Transaction, its staged metadata computed once per change of the table's metadata or of what is
-    staged.
+    staged, and its staged snapshot rebased on the table's newest metadata before the first attempt (`rebase`).
 
     Why: the snapshot producer reads `transaction.table_metadata` about ten times per commit attempt, and each read
     deep-copies the whole table metadata (a stream's table keeps up to 2,000 snapshots): 2.3 s of a 3.1 s attempt
@@ -186,6 +187,22 @@ def _transaction_class():
 
     class _Transaction(Transaction):
         _staged: tuple | None = None
+
+        def rebase(self) -> None:
+            """Stage the snapshot again on the table as it is now, where appends landed since it was staged: what
+            pyiceberg's retry does after an attempt lost to them, without that attempt (a read of the catalog's
+            whole metadata) and its back-off. The commit window still starts where the rewrite read its files, so
+            the validation covers every commit since. On a refusal, the manifests staged go, as at a lost retry."""
+            producers = self._snapshot_producers
+            try:
+                self._table.refresh()
+                if producers and self._table.metadata.current_snapshot_id != producers[0]._parent_snapshot_id:
+                    self._rebuild_snapshot_updates()
+            except Exception:
+                for producer in producers:
+                    producer._clean_all_uncommitted()
+                self._failed = True
+                raise
 
         @property
         def table_metadata(self):
