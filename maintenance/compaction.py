@@ -25,7 +25,7 @@ from ingest.formats import LakeTable, format_for
 from ingest.formats.table_maintenance import Layout, PartitionRewriter, RewriteNeedsSpark, TableFiles
 from ingest.retry import retrying
 from maintenance.health import collect_health, health_json, measure_without_spark, open_table, table_ref
-from maintenance.policy import (MaintainedTable, PartitionChoice, bound_run_policy, decide, format_size,
+from maintenance.policy import (MaintainedTable, PartitionChoice, Plan, bound_run_policy, decide, format_size,
                                 settled_range)
 from maintenance.yielding import at_stream_weight, commits_at_stream_weight, spark_jobs_running
 
@@ -180,8 +180,8 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
         log.info(f"  interval: {plan.from_interval} partition(s) went quiet in it (newest file in "
                  f"[{low.isoformat() if low else '-'}, {high.isoformat()})), {plan.backlog} from the backlog before "
                  f"it, {plan.hot_over_bound} hot over max_files_per_partition")
-    for skip in plan.skipped:
-        log.info(f"  skip {skip.partition or '(table)'}: {skip.reason}")
+    for line in skip_lines(plan, bound_only):
+        log.info(line)
     if dry_run:
         for choice in plan.chosen:
             log.info(f"  would compact {choice.partition or '(table)'}: {choice.reason}")
@@ -245,6 +245,17 @@ def compact(spark: "SparkSession | None", table: MaintainedTable, settings: "Set
         result.table_files_now = None if counts is None else sum(counts.values())
     result.seconds = time.monotonic() - started
     return result
+
+
+def skip_lines(plan: Plan, bound_only: bool) -> list[str]:
+    """The log lines for the partitions a run leaves. A files-bound run (every minute or few, on tables of hundreds
+    of partitions) names only those the stream writes and counts the rest; `--output json` lists them all."""
+    shown = [skip for skip in plan.skipped if skip.writing or not bound_only]
+    lines = [f"  skip {skip.partition or '(table)'}: {skip.reason}" for skip in shown]
+    if len(shown) < len(plan.skipped):
+        lines.append(f"  {len(plan.skipped) - len(shown)} partition(s) the stream is not writing: left to the "
+                     "compaction runs")
+    return lines
 
 
 def count_after(partitions: list[PartitionResult], counts: dict[str, int] | None) -> None:

@@ -313,6 +313,7 @@ class PartitionChoice:
     files: int
     bytes: int
     small_files: int
+    writing: bool = False  # the stream writes it now: its newest file is within hot_partition_window
 
 
 @dataclass
@@ -340,7 +341,8 @@ class Plan:
         to the next compaction run."""
         hot = set(self.hot)
         left = [PartitionChoice(c.partition, "skip", "not over max_files_per_partition: left to the compaction run",
-                                c.files, c.bytes, c.small_files) for c in self.chosen if c.partition not in hot]
+                                c.files, c.bytes, c.small_files, c.writing)
+                for c in self.chosen if c.partition not in hot]
         chosen = [c for c in self.chosen if c.partition in hot]
         return Plan(self.table, chosen, self.skipped + left, sum(c.bytes for c in chosen), 0, 0, list(self.hot))
 
@@ -405,8 +407,9 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
     bounded: set[str] = set()  # chosen over max_files_per_partition: outside the byte budget
 
     def record(part: PartitionHealth, action: str, reason: str) -> None:
+        writing = part.newest_file_at is not None and now - part.newest_file_at < compaction.hot_window
         (chosen if action == "compact" else skipped).append(
-            PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files))
+            PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files, writing))
 
     for part in ordered:
         if wanted is not None and not any(key_matches(part.partition, w) for w in wanted):

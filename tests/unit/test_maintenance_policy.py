@@ -299,6 +299,22 @@ def test_a_bound_only_plan_keeps_the_hot_partitions_over_the_bound_and_leaves_th
     assert bound_run_policy(Compaction(max_files_per_partition=3)).max_files_per_partition == 2
 
 
+def test_a_bound_run_logs_the_partitions_the_stream_writes_and_counts_the_rest():
+    from maintenance.compaction import skip_lines
+
+    bounded = Compaction(min_small_files=5, small_file_ratio=0.3, max_bytes_per_run="1GB",
+                         hot_partition_window="1h", max_files_per_partition=50)
+    filling = _part("2026-11-22", 20, 20, age_hours=0.01)
+    history = [_part(f"2026-11-{day:02d}", 10, 10, age_hours=24 * (22 - day)) for day in range(1, 21)]
+    plan = decide(_health(filling, *history), bound_run_policy(bounded), NOW).bound_only()
+    assert len(plan.skipped) == 21 and [s.partition for s in plan.skipped if s.writing] == ["event_date=2026-11-22"]
+    lines = skip_lines(plan, bound_only=True)
+    assert lines[0].startswith("  skip event_date=2026-11-22: hot: newest file 36s old")
+    assert lines[1:] == ["  20 partition(s) the stream is not writing: left to the compaction runs"]
+    # Other runs name every partition they leave, and why.
+    assert skip_lines(plan, bound_only=False) == [f"  skip {s.partition}: {s.reason}" for s in plan.skipped]
+
+
 def test_a_file_newer_than_the_decision_time_is_hot_without_a_negative_age():
     """A scheduled run decides as of its interval's end; the stream goes on writing after it (seen on bench.steady:
     'newest file -9s old')."""
