@@ -406,10 +406,12 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
     live: list[str] = []
     bounded: set[str] = set()  # chosen over max_files_per_partition: outside the byte budget
 
+    def writing(part: PartitionHealth) -> bool:
+        return part.newest_file_at is not None and now - part.newest_file_at < compaction.hot_window
+
     def record(part: PartitionHealth, action: str, reason: str) -> None:
-        writing = part.newest_file_at is not None and now - part.newest_file_at < compaction.hot_window
         (chosen if action == "compact" else skipped).append(
-            PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files, writing))
+            PartitionChoice(part.partition, action, reason, part.files, part.bytes, part.small_files, writing(part)))
 
     for part in ordered:
         if wanted is not None and not any(key_matches(part.partition, w) for w in wanted):
@@ -420,8 +422,7 @@ def decide(health: TableHealth, compaction: Compaction, now: datetime, only: lis
         if part.small_ratio < compaction.small_file_ratio:
             record(part, "skip", f"small-file ratio {part.small_ratio:.2f} < {compaction.small_file_ratio}")
             continue
-        hot = not include_hot and part.newest_file_at is not None \
-            and now - part.newest_file_at < compaction.hot_window
+        hot = not include_hot and writing(part)
         over_bound = compaction.max_files_per_partition is not None \
             and part.files > compaction.max_files_per_partition
         if hot and not over_bound:
